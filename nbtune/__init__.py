@@ -1,0 +1,54 @@
+"""nbtune: hyperparameter tuning you can watch and steer from a Jupyter notebook.
+
+    import nbtune as nt
+
+    def train(config):
+        for epoch in range(20):
+            nt.report(loss=(config["lr"] - 0.01) ** 2 + 1 / (epoch + 1))
+
+    tuner = nt.Tuner(train, space={"lr": nt.loguniform(1e-4, 1e-1)}, metric="loss",
+                     num_samples=10)
+    tuner.run()
+    tuner.dataframe()
+"""
+
+from nbtune.analysis import ExperimentAnalysis, load
+from nbtune.events import EventBus
+from nbtune.executors import Executor, LokyExecutor, ThreadExecutor
+from nbtune.schedulers import Decision, FIFOScheduler, Scheduler
+from nbtune.search import RandomSearch, Searcher
+from nbtune.session import get_checkpoint, get_trial_id, report
+from nbtune.space import choice, grid, loguniform, randint, sample_from, uniform
+from nbtune.trainable import Trainable
+from nbtune.trial import Trial, TrialStatus
+from nbtune.tuner import Tuner
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Decision",
+    "EventBus",
+    "ExperimentAnalysis",
+    "Executor",
+    "FIFOScheduler",
+    "LokyExecutor",
+    "RandomSearch",
+    "Scheduler",
+    "Searcher",
+    "ThreadExecutor",
+    "Trainable",
+    "Trial",
+    "TrialStatus",
+    "Tuner",
+    "__version__",
+    "choice",
+    "get_checkpoint",
+    "get_trial_id",
+    "grid",
+    "load",
+    "loguniform",
+    "randint",
+    "report",
+    "sample_from",
+    "uniform",
+]

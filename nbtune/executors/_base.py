@@ -1,0 +1,118 @@
+"""The executor base: runs trials somewhere and brings back what they report.
+
+The runner opens an executor for a run, starts trials on it, and blocks in `poll()` until
+workers have something to say. Every `result` message from a worker waits for a `reply()`
+(the scheduler's decision) before the trial takes its next step. `wakeup()` interrupts a
+`poll()` from another thread, so user commands are served at once.
+
+Each executor states what it can do in class attributes; the runner branches on those, never
+on the executor's type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from nbtune.schedulers._base import Decision
+from nbtune.trainable import TrialLaunch
+
+
+@dataclass(frozen=True)
+class WorkerEvent:
+    """Something a trial's worker told the runner."""
+
+    trial_id: int
+
+
+@dataclass(frozen=True)
+class WorkerResult(WorkerEvent):
+    """The trial reported; it waits for a reply. `checkpoint` is an absolute path or None."""
+
+    metrics: Mapping[str, Any]
+    checkpoint: str | None
+    output: str
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class WorkerDone(WorkerEvent):
+    """The trial ended normally (it returned, or it obeyed a STOP reply)."""
+
+    output: str
+
+
+@dataclass(frozen=True)
+class WorkerFailed(WorkerEvent):
+    """The trainable raised; `error` is one line, `traceback` the full text."""
+
+    error: str
+    traceback: str
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerLost(WorkerEvent):
+    """The worker vanished without a word (killed, crashed, or its executor broke)."""
+
+    error: str
+
+
+def event_from_message(trial_id: int, message: tuple) -> WorkerEvent:
+    """Turn a worker's wire message (see `nbtune.session`) into a `WorkerEvent`."""
+    kind, *fields = message
+    if kind == "result":
+        return WorkerResult(trial_id, *fields)
+    if kind == "done":
+        return WorkerDone(trial_id, *fields)
+    if kind == "error":
+        return WorkerFailed(trial_id, *fields)
+    raise ValueError(f"unknown worker message {kind!r} from trial {trial_id}")
+
+
+class Executor:
+    """Base of every executor.
+
+    Lifecycle, all on the runner thread except `wakeup`: `open(trainable, max_workers)` once per
+    run, then any number of `start`, `reply` and `poll` calls, then `close()`. One executor
+    instance serves one run at a time; whatever it keeps warm (worker processes) may outlive
+    the run so that the next one starts fast.
+    """
+
+    can_kill_trial: ClassVar[bool] = False
+    """Whether `kill` can end one trial without disturbing the others."""
+    streams_results: ClassVar[bool] = True
+    """Whether results arrive while a trial runs (rather than only when it ends)."""
+    captures_output: ClassVar[bool] = False
+    """Whether what a trial prints is shipped to the runner instead of the worker's stdout."""
+    pickles_trainable: ClassVar[bool] = True
+    """Whether the trainable travels to another process (so it must pickle)."""
+
+    def open(self, trainable: Callable | type, max_workers: int) -> None:
+        """Get ready to run trials of `trainable`, up to `max_workers` at a time."""
+        raise NotImplementedError
+
+    def start(self, launch: TrialLaunch) -> None:
+        """Start one trial; it must not block for the trial's duration."""
+        raise NotImplementedError
+
+    def reply(self, trial_id: int, decision: Decision) -> None:
+        """Answer the trial's pending result with the runner's decision."""
+        raise NotImplementedError
+
+    def poll(self, timeout: float | None) -> list[WorkerEvent]:
+        """Wait up to `timeout` seconds for worker events; return all that are ready."""
+        raise NotImplementedError
+
+    def wakeup(self) -> None:
+        """Make a `poll` that is blocked in another thread return now. Thread-safe."""
+        raise NotImplementedError
+
+    def kill(self, trial_id: int) -> None:
+        """End one trial at once, if `can_kill_trial`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot kill a single trial")
+
+    def close(self) -> None:
+        """Release what this run holds; running trials are abandoned."""
+        raise NotImplementedError

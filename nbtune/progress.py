@@ -1,0 +1,86 @@
+"""A concise progress line on stderr for runs outside a notebook."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import TextIO
+
+from nbtune.events import (
+    Event,
+    ExperimentDone,
+    TrialAdded,
+    TrialCompleted,
+    TrialErrored,
+    TrialResult,
+    TrialStarted,
+)
+from nbtune.trial import better_of
+
+
+class ProgressLine:
+    """Subscriber that keeps counts from events and prints a status line now and then.
+
+    On a terminal the line is redrawn in place (at most every `interval_s`); in a log it is a
+    new line every `interval_s` seconds at most; a final line is always printed.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        metric: str | None,
+        mode: str,
+        stream: TextIO | None = None,
+        interval_s: float | None = None,
+    ) -> None:
+        self.name = name
+        self.metric = metric
+        self.mode = mode
+        self.stream = stream or sys.stderr
+        is_terminal = self.stream.isatty()
+        self.interval_s = interval_s if interval_s is not None else (0.2 if is_terminal else 10.0)
+        self._end = "\r" if is_terminal else "\n"
+        self._statuses: dict[int, str] = {}
+        self._results = 0
+        self._best: float | None = None
+        self._best_trial: int | None = None
+        self._started = time.monotonic()
+        self._last_print = self._started
+
+    def __call__(self, event: Event) -> None:
+        self._count(event)
+        now = time.monotonic()
+        if isinstance(event, ExperimentDone):
+            self.stream.write(f"{self.line()} [{event.state}]\n")
+            self.stream.flush()
+        elif now - self._last_print >= self.interval_s:
+            self._last_print = now
+            self.stream.write(self.line() + self._end)
+            self.stream.flush()
+
+    def _count(self, event: Event) -> None:
+        if isinstance(event, TrialAdded):
+            self._statuses[event.trial_id] = "pending"
+        elif isinstance(event, TrialStarted):
+            self._statuses[event.trial_id] = "running"
+        elif isinstance(event, TrialCompleted):
+            self._statuses[event.trial_id] = "terminated"
+        elif isinstance(event, TrialErrored):
+            self._statuses[event.trial_id] = "error"
+        elif isinstance(event, TrialResult):
+            self._results += 1
+            if self.metric is not None:
+                best = better_of(self._best, event.result.get(self.metric), self.mode)
+                if best != self._best:
+                    self._best, self._best_trial = best, event.trial_id
+
+    def line(self) -> str:
+        counts = Counter(self._statuses.values())
+        states = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        parts = [f"nbtune {self.name}: {len(self._statuses)} trials ({states or 'none yet'})"]
+        parts.append(f"{self._results} results")
+        if self._best is not None:
+            parts.append(f"best {self.metric}={self._best:.6g} (trial {self._best_trial})")
+        parts.append(f"{time.monotonic() - self._started:.1f} s")
+        return " | ".join(parts)

@@ -1,0 +1,131 @@
+"""Results as pandas: one row per trial, one row per result, and the best of them.
+
+The live `Tuner` and the offline `ExperimentAnalysis` both build their frames here, from the
+same trial records and result rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from nbtune.space import SearchSpace
+from nbtune.trial import Trial, TrialStatus, better_of
+
+_STATUS_DTYPE = pd.CategoricalDtype([status.value for status in TrialStatus])
+RESULT_KEYS = ("trial_id", "training_iteration", "timestamp", "time_total_s")
+
+
+def trials_frame(trials: Sequence[Trial], metric: str | None, mode: str) -> pd.DataFrame:
+    """One row per trial: id, status, `config/<param>` columns, metric (last and best), ..."""
+    rows = []
+    for trial in trials:
+        row: dict[str, Any] = {"trial_id": trial.trial_id, "status": trial.status.value}
+        row.update({f"config/{k}": v for k, v in SearchSpace.flatten(trial.config).items()})
+        if metric is not None:
+            row[metric] = trial.last_result.get(metric)
+            row[f"best_{metric}"] = trial.best_value
+        row["training_iteration"] = trial.iteration
+        row["runtime_s"] = trial.runtime_s
+        row["error"] = trial.error
+        rows.append(row)
+    frame = pd.DataFrame.from_records(rows, columns=_trial_columns(rows, metric))
+    return frame.astype(_trial_dtypes(metric))
+
+
+def _trial_columns(rows: list[dict[str, Any]], metric: str | None) -> list[str]:
+    config_columns = dict.fromkeys(k for row in rows for k in row if k.startswith("config/"))
+    metric_columns = [] if metric is None else [metric, f"best_{metric}"]
+    tail = ["training_iteration", "runtime_s", "error"]
+    return ["trial_id", "status", *config_columns, *metric_columns, *tail]
+
+
+def _trial_dtypes(metric: str | None) -> dict[str, Any]:
+    dtypes: dict[str, Any] = {
+        "trial_id": "int64",
+        "status": _STATUS_DTYPE,
+        "training_iteration": "int64",
+        "runtime_s": "float64",
+        "error": "string",
+    }
+    if metric is not None:
+        dtypes[metric] = "float64"
+        dtypes[f"best_{metric}"] = "float64"
+    return dtypes
+
+
+def history_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per result: trial id, iteration, every reported metric, timestamps."""
+    frame = pd.DataFrame.from_records(rows)
+    if frame.empty:
+        return pd.DataFrame({key: pd.Series(dtype="float64") for key in RESULT_KEYS}).astype(
+            {"trial_id": "int64", "training_iteration": "int64"}
+        )
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"], unit="s", utc=True)
+    metrics = [column for column in frame.columns if column not in RESULT_KEYS]
+    return frame[[*RESULT_KEYS, *metrics]]
+
+
+def best_row(
+    rows: Sequence[Mapping[str, Any]], metric: str, mode: str
+) -> Mapping[str, Any] | None:
+    """The result with the best finite value of `metric`, or None if there is none yet."""
+    best, best_value = None, None
+    for row in rows:
+        value = better_of(best_value, row.get(metric), mode)
+        if value != best_value:
+            best, best_value = row, value
+    return best
+
+
+class ResultsView:
+    """What every view of an experiment offers: its tables and its best trial.
+
+    Subclasses supply `metric`, `mode` and `_snapshot()`, a consistent pair of the trials and
+    the result rows at one moment.
+    """
+
+    metric: str | None
+    mode: str
+
+    def _snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
+        raise NotImplementedError
+
+    def _best_row(self) -> Mapping[str, Any] | None:
+        return best_row(self._snapshot()[1], self._require_metric(), self.mode)
+
+    def dataframe(self) -> pd.DataFrame:
+        """One row per trial: `trial_id`, `status`, `config/<param>`, the metric, ..."""
+        return trials_frame(self._snapshot()[0], self.metric, self.mode)
+
+    def history(self) -> pd.DataFrame:
+        """One row per reported result, in the order the results arrived."""
+        return history_frame(self._snapshot()[1])
+
+    @property
+    def best_result(self) -> dict[str, Any] | None:
+        """The result with the best value of the metric (None until one arrives)."""
+        row = self._best_row()
+        return None if row is None else dict(row)
+
+    @property
+    def best_trial(self) -> Trial | None:
+        """The trial that reported `best_result`."""
+        row = self._best_row()
+        if row is None:
+            return None
+        trials = self._snapshot()[0]
+        return next(trial for trial in trials if trial.trial_id == row["trial_id"])
+
+    @property
+    def best_config(self) -> dict[str, Any] | None:
+        """The configuration of `best_trial`."""
+        trial = self.best_trial
+        return None if trial is None else dict(trial.config)
+
+    def _require_metric(self) -> str:
+        if self.metric is None:
+            raise ValueError("this experiment has no metric; pass metric=... to nbtune.Tuner")
+        return self.metric

@@ -1,0 +1,400 @@
+"""The TrialRunner: the one event loop that owns every trial of a run.
+
+    searcher --suggest--> +-------------------------------+ <--commands-- Tuner (any thread)
+                          |  TrialRunner (its own thread) |
+    scheduler <-decide--> |   1. run queued commands      | --start/reply--> executor
+                          |   2. fill free worker slots   | <----poll------- (workers)
+                          |   3. handle worker events     |
+                          +-------------------------------+
+                                | append, then publish
+                                v
+                     storage (disk) --> EventBus --> subscribers (progress, dashboard, callbacks)
+
+Only the runner thread changes a trial (it replaces the immutable `Trial` under a lock); other
+threads read snapshots, or send commands that the loop runs between two batches of events.
+Each result is on disk before the worker hears the decision and before any subscriber hears
+of the result. The loop blocks in `executor.poll()` when there is nothing to do; a command
+wakes it at once.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from nbtune.events import (
+    EventBus,
+    ExperimentDone,
+    TrialAdded,
+    TrialCompleted,
+    TrialErrored,
+    TrialOutput,
+    TrialResult,
+    TrialStarted,
+)
+from nbtune.executors._base import (
+    Executor,
+    WorkerDone,
+    WorkerEvent,
+    WorkerFailed,
+    WorkerLost,
+    WorkerResult,
+)
+from nbtune.schedulers._base import Decision, Scheduler
+from nbtune.search._base import Searcher
+from nbtune.stopping import StopFunction
+from nbtune.storage import ExperimentStorage
+from nbtune.trainable import TrialLaunch
+from nbtune.trial import Trial, TrialStatus, better_of
+
+_IDLE_POLL_S = 1.0
+_STOP_GRACE_S = 10.0
+
+
+class TrialRunner:
+    """Runs one experiment: asks the searcher, obeys the scheduler, drives the executor.
+
+    Create it, call `run()` on a thread of its own, talk to it with `call()` from anywhere.
+    """
+
+    def __init__(
+        self,
+        *,
+        trainable: Callable | type,
+        searcher: Searcher,
+        scheduler: Scheduler,
+        executor: Executor,
+        storage: ExperimentStorage,
+        bus: EventBus,
+        metric: str | None,
+        mode: str,
+        max_concurrent: int,
+        should_stop: StopFunction,
+        time_budget_s: float | None = None,
+        fail_fast: bool = False,
+    ) -> None:
+        self.trainable = trainable
+        self.searcher = searcher
+        self.scheduler = scheduler
+        self.executor = executor
+        self.storage = storage
+        self.bus = bus
+        self.metric = metric
+        self.mode = mode
+        self.max_concurrent = max_concurrent
+        self.should_stop = should_stop
+        self.time_budget_s = time_budget_s
+        self.fail_fast = fail_fast
+
+        self.state = "pending"
+        self.error: str | None = None
+        self.crash: BaseException | None = None
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.done = threading.Event()
+        self.lock = threading.RLock()
+        self.trials: dict[int, Trial] = {}
+        self.results: list[Mapping[str, Any]] = []
+        self.best_result: Mapping[str, Any] | None = None
+
+        self._best_value: float | None = None
+        self._queue: list[int] = []
+        self._occupied: set[int] = set()
+        self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
+        self._stopping: str | None = None
+        self._stopping_since = 0.0
+
+    # ----- talking to the runner from other threads -------------------------------------------
+
+    def call(self, command: Callable[[], Any]) -> Future:
+        """Run `command` on the runner thread between two batches of events; return its future."""
+        future: Future = Future()
+        self._commands.put((command, future))
+        self.executor.wakeup()
+        return future
+
+    def request_stop(self, state: str = "stopped", error: str | None = None) -> None:
+        """End the run: no trial starts any more, running ones stop at their next report."""
+        if self._stopping is None:
+            self._stopping = state
+            self._stopping_since = time.monotonic()
+            self.error = error
+
+    # ----- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """The runner thread's body: loop until every trial is done or the run is stopped."""
+        self.started_at = time.time()
+        self.state = "running"
+        try:
+            self.executor.open(self.trainable, self.max_concurrent)
+            try:
+                self._loop()
+            finally:
+                self.executor.close()
+        except BaseException as exc:
+            self.crash = exc
+            self.state = "failed"
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._finish()
+
+    def _loop(self) -> None:
+        deadline = None if self.time_budget_s is None else time.monotonic() + self.time_budget_s
+        while True:
+            self._run_commands()
+            if deadline is not None and time.monotonic() >= deadline:
+                self.request_stop("finished")
+            if self._stopping is None:
+                self._fill_slots()
+            if not self._occupied and (self._stopping or self._nothing_left()):
+                self.state = self._stopping or "finished"
+                return
+            if self._stopping and time.monotonic() - self._stopping_since > _STOP_GRACE_S:
+                self._abandon_running()
+                continue
+            events = self.executor.poll(self._poll_timeout(deadline))
+            with self.lock:
+                for event in events:
+                    self._handle(event)
+
+    def _nothing_left(self) -> bool:
+        return not self._queue and self.searcher.is_finished
+
+    def _poll_timeout(self, deadline: float | None) -> float:
+        if deadline is None:
+            return _IDLE_POLL_S
+        return max(0.0, min(_IDLE_POLL_S, deadline - time.monotonic()))
+
+    def _run_commands(self) -> None:
+        while not self._commands.empty():
+            command, future = self._commands.get_nowait()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                with self.lock:
+                    future.set_result(command())
+            except Exception as exc:
+                future.set_exception(exc)
+
+    # ----- starting trials --------------------------------------------------------------------
+
+    def _fill_slots(self) -> None:
+        while len(self._occupied) < self.max_concurrent:
+            trial = self._next_trial()
+            if trial is None:
+                return
+            with self.lock:
+                self._launch(trial)
+
+    def _next_trial(self) -> Trial | None:
+        if not self._queue and not self.searcher.is_finished:
+            config = self.searcher.suggest(len(self.trials))
+            if config is not None:
+                with self.lock:
+                    self.add_trial(config)
+        waiting = [self.trials[trial_id] for trial_id in self._queue]
+        chosen = self.scheduler.choose_trial_to_run(waiting) if waiting else None
+        if chosen is not None:
+            self._queue.remove(chosen.trial_id)
+        return chosen
+
+    def add_trial(self, config: Mapping[str, Any]) -> int:
+        """Create a PENDING trial at the end of the queue; return its id. Runner thread only."""
+        trial = Trial(trial_id=len(self.trials), config=dict(config))
+        self._set(trial)
+        self._queue.append(trial.trial_id)
+        self.scheduler.on_trial_add(trial)
+        self.storage.write_state(self.saved_state())
+        self.bus.publish(TrialAdded(trial.trial_id, trial.config))
+        return trial.trial_id
+
+    def saved_state(self) -> dict[str, Any]:
+        """What `restore` needs beyond the trial journal: the searcher and the scheduler."""
+        return {"searcher": self.searcher, "scheduler": self.scheduler}
+
+    def _launch(self, trial: Trial) -> None:
+        trial = trial.evolve(status=TrialStatus.RUNNING, started_at=time.time())
+        self._set(trial)
+        self._occupied.add(trial.trial_id)
+        self.executor.start(
+            TrialLaunch(
+                trial_id=trial.trial_id,
+                config=trial.config,
+                iteration=trial.checkpoint_iteration or 0,
+                checkpoint_path=self._absolute(trial.checkpoint),
+                checkpoint_dir=str(self.storage.checkpoint_dir(trial.trial_id)),
+                capture_output=self.executor.captures_output,
+            )
+        )
+        self.bus.publish(TrialStarted(trial.trial_id, trial.checkpoint_iteration))
+
+    def _absolute(self, checkpoint: str | None) -> str | None:
+        return None if checkpoint is None else str(self.storage.path / checkpoint)
+
+    # ----- worker events ----------------------------------------------------------------------
+
+    def _handle(self, event: WorkerEvent) -> None:
+        if isinstance(event, WorkerResult):
+            self._on_result(event)
+        elif isinstance(event, WorkerDone):
+            self._on_done(event)
+        elif isinstance(event, WorkerFailed):
+            self._on_failure(event.trial_id, event.error, event.traceback, event.output)
+        elif isinstance(event, WorkerLost):
+            self._on_failure(event.trial_id, f"WorkerLost: {event.error}", event.error, "")
+
+    def _on_result(self, event: WorkerResult) -> None:
+        trial = self.trials[event.trial_id]
+        self._ship_output(trial.trial_id, event.output)
+        if trial.status is not TrialStatus.RUNNING:
+            self.executor.reply(trial.trial_id, Decision.STOP)
+            return
+        problem = self._check_metrics(event.metrics)
+        if problem is not None:
+            self.executor.reply(trial.trial_id, Decision.STOP)
+            self._end(trial, TrialStatus.ERROR, problem, traceback="")
+            return
+        row = {
+            "trial_id": trial.trial_id,
+            "training_iteration": trial.iteration + 1,
+            "timestamp": event.timestamp,
+            "time_total_s": trial.runtime_s + max(0.0, event.timestamp - trial.started_at),
+            **event.metrics,
+        }
+        self.storage.append_result(row)
+        self.results.append(row)
+        trial = trial.with_result(row, self.metric, self.mode)
+        if event.checkpoint is not None:
+            trial = trial.evolve(
+                checkpoint=str(self._relative(event.checkpoint)),
+                checkpoint_iteration=row["training_iteration"],
+            )
+            self.storage.record_trial(trial, self._all_trials())
+        decision = self._decide(trial, row)
+        self.executor.reply(trial.trial_id, decision)
+        self._set(trial, journal=False)
+        self._track_best(row)
+        self.searcher.on_result(trial.trial_id, row)
+        self.bus.publish(TrialResult(trial.trial_id, row))
+
+    def _decide(self, trial: Trial, row: Mapping[str, Any]) -> Decision:
+        if self._stopping is not None or self.should_stop(trial.trial_id, row):
+            return Decision.STOP
+        decision = self.scheduler.on_result(trial, row)
+        if decision is Decision.PAUSE:
+            raise NotImplementedError("pausing trials arrives with interactive control")
+        return decision
+
+    def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:
+        if self.metric is None:
+            return None
+        if self.metric not in metrics:
+            names = ", ".join(sorted(metrics)) or "nothing"
+            return (
+                f"the trial reported {names} but not the metric {self.metric!r}; "
+                f"call nbtune.report({self.metric}=...)"
+            )
+        value = metrics[self.metric]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                return (
+                    f"the trial reported {self.metric}={value!r}, which is not a number; "
+                    "report a float"
+                )
+        return None
+
+    def _track_best(self, row: Mapping[str, Any]) -> None:
+        if self.metric is None:
+            return
+        value = better_of(self._best_value, row.get(self.metric), self.mode)
+        if value != self._best_value:
+            self._best_value = value
+            self.best_result = row
+
+    def _on_done(self, event: WorkerDone) -> None:
+        self._occupied.discard(event.trial_id)
+        self._ship_output(event.trial_id, event.output)
+        trial = self.trials[event.trial_id]
+        if trial.status is TrialStatus.RUNNING:
+            self._end(trial, TrialStatus.TERMINATED)
+
+    def _on_failure(self, trial_id: int, error: str, traceback: str, output: str) -> None:
+        self._occupied.discard(trial_id)
+        self._ship_output(trial_id, output)
+        trial = self.trials[trial_id]
+        if trial.status is TrialStatus.RUNNING:
+            self._end(trial, TrialStatus.ERROR, error, traceback)
+
+    def _end(
+        self, trial: Trial, status: TrialStatus, error: str | None = None, traceback: str = ""
+    ) -> None:
+        now = time.time()
+        trial = trial.evolve(
+            status=status,
+            error=error,
+            runtime_s=trial.runtime_s + max(0.0, now - (trial.started_at or now)),
+        )
+        self._set(trial)
+        last = trial.last_result or None
+        if status is TrialStatus.TERMINATED:
+            self.scheduler.on_trial_complete(trial)
+            self.searcher.on_complete(trial.trial_id, last, error=False)
+            self.bus.publish(TrialCompleted(trial.trial_id))
+            return
+        self.storage.append_text(trial.trial_id, "error.txt", f"{traceback or error}\n")
+        self.scheduler.on_trial_error(trial)
+        self.searcher.on_complete(trial.trial_id, last, error=True)
+        self.bus.publish(TrialErrored(trial.trial_id, error or "", traceback))
+        if self.fail_fast:
+            self.request_stop("failed", f"trial {trial.trial_id} failed ({error}); fail_fast=True")
+
+    def _abandon_running(self) -> None:
+        """Trials that ignored the stop for the grace period end where they are."""
+        with self.lock:
+            for trial_id in sorted(self._occupied):
+                trial = self.trials[trial_id]
+                if trial.status is TrialStatus.RUNNING:
+                    self._end(trial, TrialStatus.TERMINATED)
+            self._occupied.clear()
+
+    def _ship_output(self, trial_id: int, output: str) -> None:
+        if output:
+            self.storage.append_text(trial_id, "output.log", output)
+            self.bus.publish(TrialOutput(trial_id, output))
+
+    # ----- bookkeeping ------------------------------------------------------------------------
+
+    def _set(self, trial: Trial, *, journal: bool = True) -> None:
+        self.trials[trial.trial_id] = trial
+        if journal:
+            self.storage.record_trial(trial, self._all_trials())
+
+    def _all_trials(self):
+        return (self.trials[trial_id] for trial_id in sorted(self.trials))
+
+    def _relative(self, path: str):
+        try:
+            return type(self.storage.path)(path).relative_to(self.storage.path)
+        except ValueError:
+            return path
+
+    def _finish(self) -> None:
+        self.ended_at = time.time()
+        try:
+            self.storage.write_state(self.saved_state())
+            self.storage.compact(self._all_trials())
+            self.storage.close()
+        except Exception as exc:
+            if self.crash is None:
+                self.crash = exc
+                self.state = "failed"
+                self.error = f"{type(exc).__name__}: {exc}"
+        self.bus.publish(ExperimentDone(self.state, self.error))
+        self.done.set()

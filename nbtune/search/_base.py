@@ -1,0 +1,52 @@
+"""The searcher base: which configuration to try next."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nbtune.space import SearchSpace
+
+
+class Searcher:
+    """Base of every searcher.
+
+    The runner calls `setup` once before the run, then `suggest` whenever it has a free worker
+    and no waiting trial, `on_result` after every result, and `on_complete` when a trial ends.
+    A searcher says it has nothing more to give, ever, through `is_finished`; `suggest` returning
+    None only means "nothing right now" (a model-based searcher waiting for results).
+
+    Searchers are pickled with the experiment's state, so `Tuner.restore` carries on where they
+    left off.
+    """
+
+    space: SearchSpace
+    metric: str | None = None
+    mode: str = "min"
+
+    def setup(
+        self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
+    ) -> None:
+        """Learn the search space, the objective, the budget and the seed."""
+        self.space = space
+        self.metric = metric
+        self.mode = mode
+
+    def suggest(self, trial_id: int) -> dict[str, Any] | None:
+        """The configuration for the new trial `trial_id`, or None if there is none right now."""
+        raise NotImplementedError
+
+    @property
+    def is_finished(self) -> bool:
+        """True once `suggest` will never return another configuration."""
+        raise NotImplementedError
+
+    def extend(self, num_samples: int) -> None:
+        """Allow `num_samples` more configurations than the budget given to `setup`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot extend its budget")
+
+    def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
+        """`trial_id` reported `result`."""
+
+    def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
+        """`trial_id` ended; `result` is its last result (None if it reported nothing)."""

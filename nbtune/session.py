@@ -1,0 +1,150 @@
+"""The worker side of a trial: what a trainable calls while it runs.
+
+`report`, `get_checkpoint` and `get_trial_id` find the trial they belong to through the
+session that the worker activated before calling the trainable. In a process worker there is
+one session per process; the thread executor keeps one per thread.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import cloudpickle
+
+from nbtune.schedulers._base import Decision
+
+RESERVED_KEYS = frozenset({"trial_id", "training_iteration", "timestamp", "time_total_s"})
+
+
+class Channel(Protocol):
+    """The worker's line to the runner: send a message, receive the runner's reply."""
+
+    def send(self, message: tuple) -> None: ...
+
+    def recv(self) -> Any: ...
+
+
+class TrialStopped(BaseException):
+    """Raised inside `report()` when the runner ends the trial; nbtune catches it.
+
+    It derives from BaseException so that a trainable's own `except Exception` does not
+    swallow the stop.
+    """
+
+
+class TrialSession:
+    """One running trial, seen from its worker."""
+
+    def __init__(
+        self,
+        trial_id: int,
+        channel: Channel,
+        *,
+        iteration: int,
+        checkpoint_path: str | None,
+        checkpoint_dir: str,
+        capture_output: bool,
+    ) -> None:
+        self.trial_id = trial_id
+        self.iteration = iteration
+        self._channel = channel
+        self._checkpoint_path = checkpoint_path
+        self._checkpoint_dir = Path(checkpoint_dir)
+        self._output = io.StringIO() if capture_output else None
+        self._started = time.perf_counter()
+
+    def report(self, metrics: dict[str, Any], checkpoint: Any = None) -> None:
+        """Send one result and block until the runner says whether to go on."""
+        reserved = RESERVED_KEYS.intersection(metrics)
+        if reserved:
+            name = sorted(reserved)[0]
+            raise ValueError(f"nbtune.report({name}=...): nbtune sets {name!r}; rename your metric")
+        self.iteration += 1
+        path = None if checkpoint is None else self._save_checkpoint(checkpoint)
+        self._channel.send(("result", metrics, path, self.drain_output(), time.time()))
+        if self._channel.recv() is Decision.STOP:
+            raise TrialStopped
+
+    def get_checkpoint(self) -> Any:
+        """The checkpoint the trial was started from, or None on a fresh start."""
+        if self._checkpoint_path is None:
+            return None
+        with open(self._checkpoint_path, "rb") as file:
+            return cloudpickle.load(file)
+
+    def drain_output(self) -> str:
+        """Text the trial printed since the last call."""
+        if self._output is None:
+            return ""
+        text = self._output.getvalue()
+        self._output.seek(0)
+        self._output.truncate()
+        return text
+
+    def _save_checkpoint(self, checkpoint: Any) -> str:
+        self._checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        path = self._checkpoint_dir / f"checkpoint_{self.iteration:06d}.pkl"
+        temporary = path.with_suffix(".tmp")
+        with open(temporary, "wb") as file:
+            cloudpickle.dump(checkpoint, file)
+        os.replace(temporary, path)
+        return str(path)
+
+    def __enter__(self) -> TrialSession:
+        _activate(self)
+        if self._output is not None:
+            self._saved_streams = sys.stdout, sys.stderr
+            sys.stdout = sys.stderr = self._output
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._output is not None:
+            sys.stdout, sys.stderr = self._saved_streams
+        _activate(None)
+
+
+_thread_local = threading.local()
+
+
+def _activate(session: TrialSession | None) -> None:
+    _thread_local.session = session
+
+
+def _current() -> TrialSession:
+    session = getattr(_thread_local, "session", None)
+    if session is None:
+        raise RuntimeError(
+            "nbtune.report() and friends only work inside a trial; "
+            "call them from the trainable you pass to nbtune.Tuner"
+        )
+    return session
+
+
+def report(checkpoint: Any = None, **metrics: Any) -> None:
+    """Report one result of the running trial, optionally with a checkpoint to resume from.
+
+    Returns once the runner has decided what the trial does next; if the decision is to stop,
+    `report` does not return (nbtune ends the trial cleanly).
+
+    Args:
+        checkpoint: any picklable object from which the trial can resume (read it back with
+            `get_checkpoint()`); saved to the experiment directory before the result is sent.
+        **metrics: the numbers to record, e.g. `loss=0.3, accuracy=0.91`.
+    """
+    _current().report(metrics, checkpoint)
+
+
+def get_checkpoint() -> Any:
+    """The checkpoint this trial resumes from, or None when it starts fresh."""
+    return _current().get_checkpoint()
+
+
+def get_trial_id() -> int:
+    """The id of the running trial (0, 1, 2, ... in creation order)."""
+    return _current().trial_id

@@ -1,0 +1,424 @@
+"""Search spaces: what a tuner may try, and the i-th configuration of an experiment.
+
+A space is a plain, possibly nested dict whose leaves are domains (`uniform`, `loguniform`,
+`randint`, `choice`, `grid`, `sample_from`) or constants::
+
+    space = {
+        "lr": loguniform(1e-4, 1e-1),
+        "optimizer": grid(["sgd", "adam"]),
+        "momentum": sample_from(lambda c: 0.9 if c["optimizer"] == "sgd" else 0.0),
+        "model": {"layers": randint(1, 4), "act": "relu"},
+    }
+
+Configurations are addressed by index rather than drawn from one long-lived random stream:
+`SearchSpace.config(i, seed)` depends on `(i, seed)` alone, so a restored experiment, or one
+whose trials are suggested in a different order, sees exactly the same configurations.
+
+Nested names are joined with "/" (`model/layers`), which is how they appear as `config/...`
+columns in result tables; that is why keys may not contain "/" themselves.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SEPARATOR = "/"
+
+
+class Domain(ABC):
+    """Base of every search-space leaf that is not a constant."""
+
+    @abstractmethod
+    def sample(self, rng: np.random.Generator) -> Any:
+        """One value drawn with `rng`, so the caller controls reproducibility."""
+
+
+@dataclass(frozen=True, repr=False)
+class Uniform(Domain):
+    """A float drawn uniformly from [low, high)."""
+
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        call = f"uniform(low={self.low!r}, high={self.high!r})"
+        _check_real_bounds(call, self.low, self.high)
+        _check_order(call, self.low, self.high)
+        _set_fields(self, low=float(self.low), high=float(self.high))
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return _below_high(float(rng.uniform(self.low, self.high)), self.low, self.high)
+
+    def __repr__(self) -> str:
+        return f"uniform({self.low!r}, {self.high!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class LogUniform(Domain):
+    """A float in [low, high) whose logarithm is uniform, for scales spanning decades."""
+
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        call = f"loguniform(low={self.low!r}, high={self.high!r})"
+        _check_real_bounds(call, self.low, self.high)
+        if self.low <= 0:
+            raise ValueError(
+                f"{call}: low must be > 0 for a log scale; use uniform() or a positive low"
+            )
+        _check_order(call, self.low, self.high)
+        _set_fields(self, low=float(self.low), high=float(self.high))
+
+    def sample(self, rng: np.random.Generator) -> float:
+        value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
+        return _below_high(value, self.low, self.high)
+
+    def __repr__(self) -> str:
+        return f"loguniform({self.low!r}, {self.high!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class RandInt(Domain):
+    """An int drawn uniformly from [low, high); high is excluded, as in numpy and Ray Tune."""
+
+    low: int
+    high: int
+
+    def __post_init__(self) -> None:
+        call = f"randint(low={self.low!r}, high={self.high!r})"
+        if not (_is_integer(self.low) and _is_integer(self.high)):
+            raise TypeError(
+                f"{call}: bounds must be integers, got {_type_names(self.low, self.high)}; "
+                "use uniform() for floats"
+            )
+        _check_order(call, self.low, self.high)
+        _set_fields(self, low=int(self.low), high=int(self.high))
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return int(rng.integers(self.low, self.high))
+
+    def __repr__(self) -> str:
+        return f"randint({self.low!r}, {self.high!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class Choice(Domain):
+    """One of `categories`, each equally likely."""
+
+    categories: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        _set_fields(self, categories=_nonempty_tuple("choice", self.categories, "category"))
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        return self.categories[int(rng.integers(len(self.categories)))]
+
+    def __repr__(self) -> str:
+        return f"choice({list(self.categories)!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class Grid(Domain):
+    """Every one of `values` is tried: the space enumerates grids instead of sampling them.
+
+    `sample` exists for searchers that cannot enumerate a grid (a model-based one, say); to
+    them a grid is a choice among its values.
+    """
+
+    values: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        _set_fields(self, values=_nonempty_tuple("grid", self.values, "value"))
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        return self.values[int(rng.integers(len(self.values)))]
+
+    def __repr__(self) -> str:
+        return f"grid({list(self.values)!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class SampleFrom(Domain):
+    """A value computed from the rest of the configuration by `fn(config)`.
+
+    It has no distribution of its own, so only `SearchSpace.config`, which holds the rest of
+    the configuration, can resolve it; `sample` says so instead of guessing.
+    """
+
+    fn: Callable[[dict[str, Any]], Any]
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise TypeError(f"sample_from({self.fn!r}): expects a function config -> value")
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        raise TypeError(f"{self!r} depends on the config; resolve it with SearchSpace.config")
+
+    def __repr__(self) -> str:
+        return f"sample_from({getattr(self.fn, '__name__', repr(self.fn))})"
+
+
+def uniform(low: float, high: float) -> Uniform:
+    """A float drawn uniformly from [low, high)."""
+    return Uniform(low, high)
+
+
+def loguniform(low: float, high: float) -> LogUniform:
+    """A float in [low, high), uniform on a log scale (learning rates, weight decay)."""
+    return LogUniform(low, high)
+
+
+def randint(low: int, high: int) -> RandInt:
+    """An int drawn uniformly from [low, high); high is excluded."""
+    return RandInt(low, high)
+
+
+def choice(categories: Sequence[Any]) -> Choice:
+    """One element of `categories`, each equally likely."""
+    return Choice(categories)
+
+
+def grid(values: Sequence[Any]) -> Grid:
+    """Try every one of `values` (grid search), once per sample of the experiment."""
+    return Grid(values)
+
+
+def sample_from(fn: Callable[[dict[str, Any]], Any]) -> SampleFrom:
+    """A value computed as `fn(config)`, for parameters that depend on others.
+
+    `fn` receives the nested config with all other values resolved, except `sample_from`
+    values defined after this one, which are not in it yet.
+    """
+    return SampleFrom(fn)
+
+
+class SearchSpace:
+    """A validated search space that yields the configurations of an experiment.
+
+    Args:
+        space: A possibly nested dict of parameter name -> domain or constant; nested dicts
+            are recursed into, every other non-domain value (lists included) is a constant.
+            None means an empty space, whose every configuration is `{}`.
+
+    Raises:
+        TypeError: If `space` is not a mapping or a key is not a string.
+        ValueError: If a key contains "/", which joins nested names.
+    """
+
+    def __init__(self, space: Mapping[str, Any] | None = None) -> None:
+        if space is None:
+            space = {}
+        if not isinstance(space, Mapping):
+            raise TypeError(
+                "search space must be a dict of parameter name -> domain or constant, "
+                f"got {type(space).__name__}"
+            )
+        self._space = _validated_copy(space, prefix="")
+        self._leaves = flatten_config(self._space)
+        self._grids = [(name, d) for name, d in self._leaves.items() if isinstance(d, Grid)]
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """Every leaf's "/"-joined name, constants included, in definition order."""
+        return tuple(self._leaves)
+
+    @property
+    def grid_size(self) -> int:
+        """How many grid combinations there are (1 without grids)."""
+        return math.prod(len(domain.values) for _, domain in self._grids)
+
+    @property
+    def has_sample_from(self) -> bool:
+        """Whether any parameter is computed from the others."""
+        return any(isinstance(leaf, SampleFrom) for leaf in self._leaves.values())
+
+    def domains(self) -> dict[str, Domain]:
+        """The non-constant leaves, by "/"-joined name, for searchers that model the space."""
+        return {name: leaf for name, leaf in self._leaves.items() if isinstance(leaf, Domain)}
+
+    def config(self, index: int, seed: int) -> dict[str, Any]:
+        """The `index`-th configuration of the experiment seeded with `seed`.
+
+        As in Ray Tune, configuration `index` takes grid combination `index % grid_size`
+        (in `itertools.product` order, the last grid parameter varying fastest), so
+        `num_samples` samples make `num_samples * grid_size` configurations. Random domains
+        are drawn in parameter order from `numpy.random.default_rng([seed, index])`, then
+        `sample_from` values are computed in definition order. Values are deep copies, so a
+        trial that mutates its config cannot change another's.
+
+        Raises:
+            ValueError: If `index` or `seed` is negative, or a `sample_from` function raises.
+        """
+        if index < 0 or seed < 0:
+            raise ValueError(f"config(index={index}, seed={seed}): both must be >= 0")
+        rng = np.random.default_rng([seed, index])
+        values = self._grid_point(index)
+        for name, leaf in self._leaves.items():
+            if isinstance(leaf, Grid | SampleFrom):
+                continue
+            value = leaf.sample(rng) if isinstance(leaf, Domain) else leaf
+            values[name] = copy.deepcopy(value)
+        self._resolve_sample_from(values)
+        return _nest(self._space, values, prefix="")
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        """Check that a hand-picked config sets exactly this space's parameters.
+
+        Raises:
+            TypeError: If `config` is not a mapping.
+            ValueError: Listing the unknown and the missing parameter names.
+        """
+        if not isinstance(config, Mapping):
+            raise TypeError(f"config must be a dict, got {type(config).__name__}")
+        names = self._leaves.keys()
+        given = flatten_config(config).keys()
+        problems = [
+            f"{label} {', '.join(map(repr, keys))}"
+            for label, keys in (
+                ("unknown", [k for k in given if k not in names]),
+                ("missing", [n for n in names if n not in given]),
+            )
+            if keys
+        ]
+        if problems:
+            raise ValueError(f"config does not fit the search space: {'; '.join(problems)}")
+
+    @staticmethod
+    def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
+        """Same as `flatten_config`, for callers that hold a space."""
+        return flatten_config(config)
+
+    def __repr__(self) -> str:
+        return f"SearchSpace({self._space!r})"
+
+    def _grid_point(self, index: int) -> dict[str, Any]:
+        """Grid values of combination `index % grid_size`, decoded like a mixed-radix number.
+
+        Decoding instead of materialising `itertools.product` keeps large grids cheap.
+        """
+        point: dict[str, Any] = {}
+        rest = index % self.grid_size
+        for name, domain in reversed(self._grids):
+            rest, position = divmod(rest, len(domain.values))
+            point[name] = copy.deepcopy(domain.values[position])
+        return point
+
+    def _resolve_sample_from(self, values: dict[str, Any]) -> None:
+        """Add each `sample_from` value to `values`, computed from those already there."""
+        for name, leaf in self._leaves.items():
+            if not isinstance(leaf, SampleFrom):
+                continue
+            try:
+                values[name] = leaf.fn(_nest(self._space, values, prefix=""))
+            except Exception as exc:
+                raise ValueError(
+                    f"sample_from for {name!r} raised {exc!r}; it sees constants, sampled "
+                    "values and earlier sample_from values only"
+                ) from exc
+
+
+def flatten_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A nested config as one flat dict with "/"-joined keys, in order.
+
+    These names are the `config/<name>` columns of result tables.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update({f"{key}{SEPARATOR}{k}": v for k, v in flatten_config(value).items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def _validated_copy(space: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """A copy of the space's dict structure (leaves shared), with every key checked."""
+    copied: dict[str, Any] = {}
+    where = f" (in {prefix.removesuffix(SEPARATOR)!r})" if prefix else ""
+    for key, value in space.items():
+        if not isinstance(key, str):
+            raise TypeError(f"search space key {key!r}{where} must be a str")
+        if SEPARATOR in key:
+            raise ValueError(
+                f"search space key {key!r}{where} contains '/', which joins nested names in "
+                "column names; rename it or nest a dict instead"
+            )
+        nested = isinstance(value, Mapping)
+        copied[key] = _validated_copy(value, f"{prefix}{key}{SEPARATOR}") if nested else value
+    return copied
+
+
+def _nest(space: dict[str, Any], values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The space's nested shape filled from flat `values`; leaves without a value are left out.
+
+    Nested dicts are always present, even when empty, so the config keeps the space's shape.
+    """
+    nested: dict[str, Any] = {}
+    for key, leaf in space.items():
+        name = prefix + key
+        if isinstance(leaf, dict):
+            nested[key] = _nest(leaf, values, name + SEPARATOR)
+        elif name in values:
+            nested[key] = values[name]
+    return nested
+
+
+def _below_high(value: float, low: float, high: float) -> float:
+    """`value` kept in [low, high), which floating-point rounding of a draw can leave."""
+    return min(max(value, low), math.nextafter(high, low))
+
+
+def _set_fields(domain: Domain, **fields: Any) -> None:
+    """Store normalised field values on a frozen dataclass during `__post_init__`."""
+    for name, value in fields.items():
+        object.__setattr__(domain, name, value)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _type_names(*values: Any) -> str:
+    return " and ".join(type(v).__name__ for v in values)
+
+
+def _check_real_bounds(call: str, low: Any, high: Any) -> None:
+    if not (_is_real(low) and _is_real(high)):
+        raise TypeError(f"{call}: bounds must be numbers, got {_type_names(low, high)}")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"{call}: bounds must be finite numbers, not nan or inf")
+
+
+def _check_order(call: str, low: Any, high: Any) -> None:
+    if low > high:
+        raise ValueError(f"{call}: low must be below high; swap the bounds")
+    if low == high:
+        raise ValueError(f"{call}: low must be below high; use a constant for a fixed value")
+
+
+def _nonempty_tuple(function: str, items: Any, noun: str) -> tuple[Any, ...]:
+    """`items` as a tuple; a string or an unordered collection is refused.
+
+    A string is almost always one option that lost its list. Sets are refused because their
+    iteration order, and so the value drawn for a seed, can change between runs.
+    """
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+        raise TypeError(
+            f"{function}({items!r}): expects a list or tuple, got {type(items).__name__}"
+        )
+    if not items:
+        raise ValueError(f"{function}({items!r}): needs at least one {noun}")
+    return tuple(items)

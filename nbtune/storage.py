@@ -1,0 +1,214 @@
+"""The experiment directory: everything a run records, and reading it back.
+
+    nbtune-runs/<name>/
+        experiment.json        what was run: name, metric, mode, budget, parameter names
+        state.pkl              the searcher and the scheduler, pickled (for restore)
+        results.jsonl          the result log: one JSON line per reported result
+        trials.jsonl           the trial journal: one JSON line per change of a trial
+        trials.json            a compacted snapshot of the journal, and where it stopped
+        trials/<id>/checkpoints/checkpoint_<iteration>.pkl
+        trials/<id>/error.txt  tracebacks
+        trials/<id>/output.log what the trial printed
+
+Logs are append-only and flushed line by line, so each write costs the same however long the
+run. Files that are rewritten (the spec, the state, the snapshot) are written to a temporary
+file and renamed, so a crash leaves the old version or the new one, never half of either.
+Pickled files run code when loaded: only load experiment directories you trust.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from nbtune.trial import Trial, TrialStatus
+
+_COMPACT_EVERY = 1000
+
+
+def _to_json(value: Any) -> Any:
+    """JSON fallback: NumPy scalars as numbers, anything else pickled and base64-encoded."""
+    if hasattr(value, "item") and hasattr(value, "dtype") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return {"__pickle__": base64.b64encode(cloudpickle.dumps(value)).decode("ascii")}
+
+
+def _from_json(obj: dict) -> Any:
+    if len(obj) == 1 and "__pickle__" in obj:
+        return cloudpickle.loads(base64.b64decode(obj["__pickle__"]))
+    return obj
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=_to_json, separators=(",", ":"))
+
+
+def loads(line: str) -> Any:
+    return json.loads(line, object_hook=_from_json)
+
+
+def write_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Replace `path` with `data` so that readers see the old or the new file, never a mix.
+
+    `durable` also syncs the data to the disk before the rename, which survives a power cut
+    but costs milliseconds; a crashed process never leaves a torn file either way.
+    """
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as file:
+        file.write(data)
+        if durable:
+            file.flush()
+            os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+def _trial_to_record(trial: Trial) -> dict[str, Any]:
+    record = asdict(trial)
+    record["status"] = trial.status.value
+    del record["last_result"]
+    return record
+
+
+def _trial_from_record(record: Mapping[str, Any]) -> Trial:
+    return Trial(**{**record, "status": TrialStatus(record["status"])})
+
+
+class ExperimentStorage:
+    """Writes one experiment's directory; the runner thread is its only writer."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    @property
+    def exists(self) -> bool:
+        return (self.path / "experiment.json").exists()
+
+    def create(self, spec: Mapping[str, Any]) -> None:
+        """Make the directory (readable by its owner only) and write the spec."""
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.path / "trials").mkdir(exist_ok=True, mode=0o700)
+        write_atomically(
+            self.path / "experiment.json", json.dumps(spec, indent=2).encode(), durable=True
+        )
+        self.open_logs()
+
+    def open_logs(self) -> None:
+        """Open the result log and the trial journal for appending."""
+        self._results = open(self.path / "results.jsonl", "a", encoding="utf-8")
+        self._journal = open(self.path / "trials.jsonl", "a", encoding="utf-8")
+        self._journal_lines = 0
+
+    def append_result(self, row: Mapping[str, Any]) -> None:
+        """Add one result to the log and flush it, before anyone hears about it."""
+        self._results.write(dumps(row) + "\n")
+        self._results.flush()
+
+    def record_trial(self, trial: Trial, every_trial: Iterator[Trial] | None = None) -> None:
+        """Journal a trial's new state; now and then compact the journal into a snapshot.
+
+        Args:
+            trial: the trial that changed.
+            every_trial: all trials, needed only to compact; pass a lazy iterable.
+        """
+        self._journal.write(dumps(_trial_to_record(trial)) + "\n")
+        self._journal.flush()
+        self._journal_lines += 1
+        if every_trial is not None and self._journal_lines >= _COMPACT_EVERY:
+            self.compact(every_trial)
+
+    def compact(self, trials: Iterator[Trial]) -> None:
+        snapshot = {
+            "journal_offset": self._journal.tell(),
+            "trials": [_trial_to_record(trial) for trial in trials],
+        }
+        write_atomically(self.path / "trials.json", dumps(snapshot).encode())
+        self._journal_lines = 0
+
+    def write_state(self, state: Any) -> None:
+        write_atomically(self.path / "state.pkl", cloudpickle.dumps(state))
+
+    def trial_dir(self, trial_id: int) -> Path:
+        return self.path / "trials" / str(trial_id)
+
+    def checkpoint_dir(self, trial_id: int) -> Path:
+        return self.trial_dir(trial_id) / "checkpoints"
+
+    def append_text(self, trial_id: int, filename: str, text: str) -> None:
+        """Append to a trial's text file (`error.txt`, `output.log`)."""
+        directory = self.trial_dir(trial_id)
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / filename, "a", encoding="utf-8") as file:
+            file.write(text)
+
+    def close(self) -> None:
+        for log in (self._results, self._journal):
+            log.flush()
+            os.fsync(log.fileno())
+            log.close()
+
+
+class ExperimentReader:
+    """Reads an experiment directory back, whether its run is live, finished or dead."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        if not (self.path / "experiment.json").exists():
+            raise FileNotFoundError(
+                f"{self.path} holds no nbtune experiment (no experiment.json); "
+                "check the path, e.g. nbtune-runs/<name>"
+            )
+
+    def spec(self) -> dict[str, Any]:
+        return json.loads((self.path / "experiment.json").read_text())
+
+    def state(self) -> Any:
+        with open(self.path / "state.pkl", "rb") as file:
+            return cloudpickle.load(file)
+
+    def results(self) -> list[dict[str, Any]]:
+        return list(_read_lines(self.path / "results.jsonl"))
+
+    def trials(self, results: list[dict[str, Any]]) -> list[Trial]:
+        """Every trial's latest record, with its last result taken from `results`."""
+        records: dict[int, dict[str, Any]] = {}
+        offset = 0
+        snapshot_path = self.path / "trials.json"
+        if snapshot_path.exists():
+            snapshot = loads(snapshot_path.read_text())
+            offset = snapshot["journal_offset"]
+            records = {record["trial_id"]: record for record in snapshot["trials"]}
+        for record in _read_lines(self.path / "trials.jsonl", offset):
+            records[record["trial_id"]] = record
+        last: dict[int, dict[str, Any]] = {}
+        for row in results:
+            last[row["trial_id"]] = row
+        trials = []
+        for trial_id in sorted(records):
+            trial = _trial_from_record(records[trial_id])
+            trials.append(trial.evolve(last_result=last.get(trial_id, {})))
+        return trials
+
+
+def _read_lines(path: Path, offset: int = 0) -> Iterator[dict[str, Any]]:
+    """Parse a JSON-lines log from `offset`, skipping (with a warning) a torn last line."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8") as file:
+        file.seek(offset)
+        lines = file.read().split("\n")
+    for number, line in enumerate(lines):
+        if not line:
+            continue
+        try:
+            yield loads(line)
+        except json.JSONDecodeError:
+            where = "its last line" if number >= len(lines) - 2 else f"line {number + 1}"
+            warnings.warn(f"{path}: skipped {where}, which is incomplete", stacklevel=2)

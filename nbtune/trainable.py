@@ -1,0 +1,136 @@
+"""What nbtune can train, and how a worker runs one trial of it.
+
+A trainable is either a function `train(config)` that calls `nbtune.report(...)`, or a
+subclass of `Trainable` whose `step()` returns one result at a time.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nbtune.session import Channel, TrialSession, TrialStopped
+
+
+class Trainable:
+    """Base class for trainables that keep their state in an object.
+
+    nbtune calls `setup(config)` once, `load_checkpoint(...)` when the trial resumes, then
+    `step()` again and again; each returned dict is one result. The trial ends when a stop
+    criterion or the scheduler says so, or when a result contains `done=True`.
+
+    `save_checkpoint()` is called every `checkpoint_every` steps (and after the last one); it
+    returns any picklable object, which `load_checkpoint` receives when the trial resumes, in
+    the same or another process. Return None (the default) if the trial cannot checkpoint.
+    """
+
+    checkpoint_every: int = 1
+
+    def __init__(self) -> None:
+        self.config: dict[str, Any] = {}
+
+    def setup(self, config: dict[str, Any]) -> None:
+        """Build what the trial needs (model, data) from its configuration."""
+
+    def step(self) -> Mapping[str, Any]:
+        """Run one iteration and return its metrics."""
+        raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    def save_checkpoint(self) -> Any:
+        """Return an object from which `load_checkpoint` can restore the trial, or None."""
+        return None
+
+    def load_checkpoint(self, checkpoint: Any) -> None:
+        """Restore the state that `save_checkpoint` returned."""
+
+    def cleanup(self) -> None:
+        """Release resources when the trial ends."""
+
+
+@dataclass(frozen=True)
+class TrialLaunch:
+    """Everything a worker needs to run one trial, apart from the trainable itself.
+
+    Attributes:
+        trial_id: the trial's id.
+        config: its configuration.
+        iteration: results it has already reported; its next result is `iteration + 1`.
+        checkpoint_path: absolute path of the checkpoint to resume from, if any.
+        checkpoint_dir: where the worker writes the trial's new checkpoints.
+        capture_output: whether to capture what the trial prints and ship it to the runner.
+    """
+
+    trial_id: int
+    config: Mapping[str, Any]
+    iteration: int
+    checkpoint_path: str | None
+    checkpoint_dir: str
+    capture_output: bool = True
+
+
+def is_class_trainable(trainable: object) -> bool:
+    return isinstance(trainable, type) and issubclass(trainable, Trainable)
+
+
+def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channel: Channel) -> None:
+    """Run one trial to its end, telling the runner about every result and how it ended."""
+    session = TrialSession(
+        launch.trial_id,
+        channel,
+        iteration=launch.iteration,
+        checkpoint_path=launch.checkpoint_path,
+        checkpoint_dir=launch.checkpoint_dir,
+        capture_output=launch.capture_output,
+    )
+    try:
+        with session:
+            if is_class_trainable(trainable):
+                _run_class(trainable, session, launch.config)
+            else:
+                _run_function(trainable, session, launch.config)
+    except TrialStopped:
+        pass
+    except BaseException as exc:
+        summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        channel.send(("error", summary, traceback.format_exc(), session.drain_output()))
+        return
+    channel.send(("done", session.drain_output()))
+
+
+def _run_function(train: Callable, session: TrialSession, config: Mapping[str, Any]) -> None:
+    returned = train(dict(config))
+    if returned is None:
+        return
+    if not isinstance(returned, Mapping):
+        raise TypeError(
+            f"the trainable returned {returned!r}; call nbtune.report(metric=...) instead of "
+            "returning a value (or return a dict of metrics as its final result)"
+        )
+    session.report(dict(returned))
+
+
+def _run_class(cls: type[Trainable], session: TrialSession, config: Mapping[str, Any]) -> None:
+    trainable = cls()
+    trainable.config = dict(config)
+    trainable.setup(trainable.config)
+    try:
+        checkpoint = session.get_checkpoint()
+        if checkpoint is not None:
+            trainable.load_checkpoint(checkpoint)
+        done = False
+        while not done:
+            result = trainable.step()
+            if not isinstance(result, Mapping):
+                raise TypeError(
+                    f"{cls.__name__}.step() returned {type(result).__name__}; "
+                    "return a dict of metrics"
+                )
+            metrics = dict(result)
+            done = bool(metrics.pop("done", False))
+            every = trainable.checkpoint_every
+            due = done or (every > 0 and (session.iteration + 1) % every == 0)
+            session.report(metrics, trainable.save_checkpoint() if due else None)
+    finally:
+        trainable.cleanup()

@@ -1,0 +1,118 @@
+"""The record of one trial: its configuration, where it is in its life, and what it reported.
+
+A `Trial` is immutable. Only the runner thread makes new versions of it (with `evolve`), so a
+reader on any other thread always holds a consistent record, never one half-way through an
+update.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+
+class TrialStatus(str, Enum):
+    """Where a trial is in its life.
+
+    PENDING trials wait for a free worker, RUNNING ones hold one, PAUSED ones wait for the user
+    or the scheduler to resume them. TERMINATED (finished or stopped) and ERROR are final.
+    """
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    TERMINATED = "TERMINATED"
+    ERROR = "ERROR"
+
+    @property
+    def is_finished(self) -> bool:
+        return self in (TrialStatus.TERMINATED, TrialStatus.ERROR)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_TRANSITIONS: dict[TrialStatus, frozenset[TrialStatus]] = {
+    TrialStatus.PENDING: frozenset(
+        {TrialStatus.RUNNING, TrialStatus.PAUSED, TrialStatus.TERMINATED, TrialStatus.ERROR}
+    ),
+    TrialStatus.RUNNING: frozenset(
+        {TrialStatus.PENDING, TrialStatus.PAUSED, TrialStatus.TERMINATED, TrialStatus.ERROR}
+    ),
+    TrialStatus.PAUSED: frozenset(
+        {TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.TERMINATED, TrialStatus.ERROR}
+    ),
+    TrialStatus.TERMINATED: frozenset(),
+    TrialStatus.ERROR: frozenset(),
+}
+
+
+class IllegalTransitionError(RuntimeError):
+    """A trial was asked to move to a status it cannot reach from where it is."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One configuration's record.
+
+    Attributes:
+        trial_id: 0, 1, 2, ... in creation order; stable across restore.
+        config: the configuration the trainable receives.
+        status: see `TrialStatus`.
+        iteration: how many results the trial has reported (its `training_iteration`).
+        last_result: the latest reported result, with nbtune's own keys added.
+        best_value: the best value of the experiment's metric so far (None before any).
+        checkpoint: path of the latest checkpoint, relative to the experiment directory.
+        checkpoint_iteration: the iteration that checkpoint was taken at.
+        runtime_s: seconds spent running, summed over every time it ran.
+        started_at: wall-clock time (epoch seconds) it last started running.
+        error: one-line summary of the error that ended it, if any.
+    """
+
+    trial_id: int
+    config: Mapping[str, Any]
+    status: TrialStatus = TrialStatus.PENDING
+    iteration: int = 0
+    last_result: Mapping[str, Any] = field(default_factory=dict)
+    best_value: float | None = None
+    checkpoint: str | None = None
+    checkpoint_iteration: int | None = None
+    runtime_s: float = 0.0
+    started_at: float | None = None
+    error: str | None = None
+
+    def evolve(self, **changes: Any) -> Trial:
+        """Return a copy with `changes` applied; a status change must be a legal transition."""
+        new_status = changes.get("status", self.status)
+        if new_status != self.status and new_status not in _TRANSITIONS[self.status]:
+            raise IllegalTransitionError(
+                f"trial {self.trial_id} cannot go from {self.status} to {new_status}"
+            )
+        return replace(self, **changes)
+
+    def with_result(self, result: Mapping[str, Any], metric: str | None, mode: str) -> Trial:
+        """Return a copy that has taken in one more reported result."""
+        best = self.best_value
+        if metric is not None:
+            best = better_of(best, result.get(metric), mode)
+        return self.evolve(
+            iteration=result["training_iteration"], last_result=result, best_value=best
+        )
+
+    @property
+    def has_checkpoint(self) -> bool:
+        return self.checkpoint is not None
+
+
+def better_of(current: float | None, candidate: Any, mode: str) -> float | None:
+    """The better of two metric values under `mode`; NaN, inf and missing values never win."""
+    if not isinstance(candidate, (int, float)) or not math.isfinite(candidate):
+        return current
+    if current is None:
+        return float(candidate)
+    if mode == "min":
+        return float(min(current, candidate))
+    return float(max(current, candidate))

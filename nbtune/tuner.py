@@ -1,0 +1,291 @@
+"""The Tuner: the user's handle on one experiment."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import re
+import secrets
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from nbtune.events import Event, EventBus
+from nbtune.executors._base import Executor
+from nbtune.executors.loky import LokyExecutor
+from nbtune.progress import ProgressLine
+from nbtune.results import ResultsView
+from nbtune.runner import TrialRunner
+from nbtune.schedulers._base import Scheduler
+from nbtune.schedulers.fifo import FIFOScheduler
+from nbtune.search._base import Searcher
+from nbtune.search.random import RandomSearch
+from nbtune.space import SearchSpace
+from nbtune.stopping import StopFunction, make_stopper
+from nbtune.storage import ExperimentStorage
+from nbtune.trainable import is_class_trainable
+from nbtune.trial import Trial
+
+_NAME = re.compile(r"^[\w.\-]+$")
+
+
+class Tuner(ResultsView):
+    """Tunes `trainable` over `space`, on a background thread, in parallel worker processes.
+
+    `start()` returns at once and the run goes on while you work; `wait()` blocks until it
+    ends; `run()` does both. `dataframe()`, `history()` and `best_*` work at any time, mid-run
+    included: each is a consistent snapshot.
+
+    Args:
+        trainable: a function `train(config)` that calls `nbtune.report(...)`, or a subclass of
+            `nbtune.Trainable`.
+        space: the search space, a (nested) dict of domains (`nbtune.uniform`, ...) and
+            constants.
+        metric: the reported value to optimise, e.g. "loss".
+        mode: "min" or "max".
+        num_samples: how many configurations to sample; grid values multiply it.
+        max_concurrent: how many trials run at once (default: the number of CPUs).
+        name: the experiment's name and directory under `storage_path` (default: the
+            trainable's name and the time).
+        seed: makes the sampled configurations reproducible (default: a random seed, recorded
+            in the experiment's spec).
+        searcher: what to try next (default: `RandomSearch`, random and grid search).
+        scheduler: what running trials do after each result (default: `FIFOScheduler`).
+        executor: where trials run (default: `LokyExecutor`, worker processes).
+        stop: per-trial stop criteria: `{"training_iteration": 10}`, `{"loss": 0.01}`, or a
+            function `(trial_id, result) -> bool`.
+        time_budget_s: end the whole experiment after this many seconds.
+        storage_path: the folder that holds experiment directories.
+        callbacks: functions called with every `nbtune.events` event, on the runner thread;
+            they must return quickly.
+        fail_fast: end the run when the first trial fails.
+        progress: print a progress line on stderr (default: yes, except in a notebook).
+        overwrite: replace an existing experiment of the same name instead of refusing.
+    """
+
+    def __init__(
+        self,
+        trainable: Callable[[dict[str, Any]], Any] | type,
+        space: Mapping[str, Any] | None = None,
+        *,
+        metric: str | None = None,
+        mode: str = "min",
+        num_samples: int = 1,
+        max_concurrent: int | None = None,
+        name: str | None = None,
+        seed: int | None = None,
+        searcher: Searcher | None = None,
+        scheduler: Scheduler | None = None,
+        executor: Executor | None = None,
+        stop: Mapping[str, float] | StopFunction | None = None,
+        time_budget_s: float | None = None,
+        storage_path: str | os.PathLike = "nbtune-runs",
+        callbacks: Iterable[Callable[[Event], None]] = (),
+        fail_fast: bool = False,
+        progress: bool | None = None,
+        overwrite: bool = False,
+    ) -> None:
+        _check_trainable(trainable)
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode={mode!r}: use 'min' or 'max'")
+        if metric is not None and not isinstance(metric, str):
+            raise TypeError(f"metric={metric!r}: pass the name of a reported value, e.g. 'loss'")
+        self.num_samples = _positive_int("num_samples", num_samples)
+        self.max_concurrent = _positive_int("max_concurrent", max_concurrent or os.cpu_count())
+        if time_budget_s is not None and not time_budget_s > 0:
+            raise ValueError(f"time_budget_s={time_budget_s!r}: pass a positive number of seconds")
+        self.trainable = trainable
+        self.metric = metric
+        self.mode = mode
+        self.space = SearchSpace(space)
+        self.seed = secrets.randbits(31) if seed is None else _non_negative_int("seed", seed)
+        self.space.config(0, self.seed)
+        self.searcher = searcher or RandomSearch()
+        self.scheduler = scheduler or FIFOScheduler()
+        self.executor = executor or LokyExecutor()
+        self.should_stop = make_stopper(stop, metric, mode)
+        self.time_budget_s = time_budget_s
+        self.fail_fast = fail_fast
+        self.name = name or f"{_trainable_name(trainable)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if not _NAME.match(self.name):
+            raise ValueError(f"name={self.name!r}: use letters, digits, '_', '-' and '.' only")
+        self.path = Path(storage_path) / self.name
+        self.overwrite = overwrite
+        self._check_free_name()
+        if getattr(self.executor, "pickles_trainable", True):
+            _check_picklable(trainable)
+        self.bus = EventBus()
+        for callback in callbacks:
+            self.bus.subscribe(callback)
+        self.progress = _outside_notebook() if progress is None else progress
+        self._runner: TrialRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    # ----- running ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the run on a background thread and return at once."""
+        if self._runner is not None:
+            raise RuntimeError(f"tuner {self.name!r} was already started; make a new Tuner")
+        storage = self._create_storage()
+        self.searcher.setup(self.space, self.metric, self.mode, self.num_samples, self.seed)
+        self.scheduler.set_objective(self.metric, self.mode)
+        if self.progress:
+            self.bus.subscribe(ProgressLine(self.name, self.metric, self.mode))
+        self._runner = TrialRunner(
+            trainable=self.trainable,
+            searcher=self.searcher,
+            scheduler=self.scheduler,
+            executor=self.executor,
+            storage=storage,
+            bus=self.bus,
+            metric=self.metric,
+            mode=self.mode,
+            max_concurrent=self.max_concurrent,
+            should_stop=self.should_stop,
+            time_budget_s=self.time_budget_s,
+            fail_fast=self.fail_fast,
+        )
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._runner.run,), name="nbtune-runner", daemon=True
+        )
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run ends (or `timeout` seconds pass); return whether it ended.
+
+        Raises:
+            RuntimeError: if the runner itself failed (not a trial: those end as ERROR).
+        """
+        runner = self._started_runner()
+        if not runner.done.wait(timeout):
+            return False
+        if runner.crash is not None:
+            raise RuntimeError(f"the nbtune run {self.name!r} failed: {runner.error}") from (
+                runner.crash
+            )
+        return True
+
+    def run(self) -> None:
+        """Start the run and wait for it to end."""
+        self.start()
+        self.wait()
+
+    def stop(self) -> None:
+        """End the run: no new trial starts, running trials stop at their next report."""
+        runner = self._started_runner()
+        runner.call(runner.request_stop).result()
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call `callback(event)` for every event from now on; returns an unsubscribe function."""
+        return self.bus.subscribe(callback)
+
+    @property
+    def state(self) -> str:
+        """"pending" (not started), "running", "finished", "stopped" or "failed"."""
+        return "pending" if self._runner is None else self._runner.state
+
+    @property
+    def trials(self) -> list[Trial]:
+        """Every trial's current record, by id."""
+        return list(self._snapshot()[0])
+
+    # ----- results ----------------------------------------------------------------------------
+
+    def _snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
+        runner = self._runner
+        if runner is None:
+            return (), ()
+        with runner.lock:
+            return tuple(runner.trials.values()), runner.results[:]
+
+    def _best_row(self) -> Mapping[str, Any] | None:
+        self._require_metric()
+        return None if self._runner is None else self._runner.best_result
+
+    def __repr__(self) -> str:
+        trials = self._snapshot()[0]
+        return f"<nbtune.Tuner {self.name!r}: {self.state}, {len(trials)} trials>"
+
+    # ----- helpers ----------------------------------------------------------------------------
+
+    def _started_runner(self) -> TrialRunner:
+        if self._runner is None:
+            raise RuntimeError(f"tuner {self.name!r} has not started; call tuner.start() first")
+        return self._runner
+
+    def _check_free_name(self) -> None:
+        if self.overwrite or not ExperimentStorage(self.path).exists:
+            return
+        raise FileExistsError(
+            f"{self.path} already holds an experiment; pick another name=..., "
+            "or pass overwrite=True to replace it"
+        )
+
+    def _create_storage(self) -> ExperimentStorage:
+        self._check_free_name()
+        if self.overwrite and self.path.exists():
+            shutil.rmtree(self.path)
+        storage = ExperimentStorage(self.path)
+        storage.create(
+            {
+                "name": self.name,
+                "metric": self.metric,
+                "mode": self.mode,
+                "num_samples": self.num_samples,
+                "max_concurrent": self.max_concurrent,
+                "seed": self.seed,
+                "parameter_names": list(self.space.parameter_names),
+                "trainable": _trainable_name(self.trainable),
+                "created_at": time.time(),
+            }
+        )
+        return storage
+
+
+def _check_trainable(trainable: object) -> None:
+    if is_class_trainable(trainable):
+        return
+    if isinstance(trainable, type) or not callable(trainable):
+        raise TypeError(
+            f"trainable={trainable!r}: pass a function train(config) or a subclass of "
+            "nbtune.Trainable"
+        )
+
+
+def _check_picklable(trainable: object) -> None:
+    try:
+        cloudpickle.dumps(trainable)
+    except Exception as exc:
+        raise TypeError(
+            f"the trainable {_trainable_name(trainable)!r} cannot be sent to worker processes "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0]}); create that object inside "
+            "the trainable, or pass executor=nbtune.ThreadExecutor()"
+        ) from exc
+
+
+def _trainable_name(trainable: object) -> str:
+    return getattr(trainable, "__name__", type(trainable).__name__)
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r}: pass a whole number >= 1")
+    return value
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name}={value!r}: pass a whole number >= 0")
+    return value
+
+
+def _outside_notebook() -> bool:
+    return "ipykernel" not in sys.modules
