@@ -1,15 +1,15 @@
 """nbtune: hyperparameter tuning you can watch and steer from a Jupyter notebook.
 
-    import nbtune as nt
+import nbtune as nt
 
-    def train(config):
-        for epoch in range(20):
-            nt.report(loss=(config["lr"] - 0.01) ** 2 + 1 / (epoch + 1))
+def train(config):
+    for epoch in range(20):
+        nt.report(loss=(config["lr"] - 0.01) ** 2 + 1 / (epoch + 1))
 
-    tuner = nt.Tuner(train, space={"lr": nt.loguniform(1e-4, 1e-1)}, metric="loss",
-                     num_samples=10)
-    tuner.run()
-    tuner.dataframe()
+tuner = nt.Tuner(train, space={"lr": nt.loguniform(1e-4, 1e-1)}, metric="loss",
+                 num_samples=10)
+tuner.run()
+tuner.dataframe()
 """
 
 from nbtune.analysis import ExperimentAnalysis, load
@@ -21,15 +21,15 @@ from nbtune.session import get_checkpoint, get_trial_id, report
 from nbtune.space import choice, grid, loguniform, randint, sample_from, uniform
 from nbtune.trainable import Trainable
 from nbtune.trial import Trial, TrialStatus
-from nbtune.tuner import Tuner
+from nbtune.tuner import TrialNotFoundError, Tuner
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Decision",
     "EventBus",
-    "ExperimentAnalysis",
     "Executor",
+    "ExperimentAnalysis",
     "FIFOScheduler",
     "LokyExecutor",
     "RandomSearch",
@@ -38,6 +38,7 @@ __all__ = [
     "ThreadExecutor",
     "Trainable",
     "Trial",
+    "TrialNotFoundError",
     "TrialStatus",
     "Tuner",
     "__version__",

@@ -68,9 +68,7 @@ def history_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return frame[[*RESULT_KEYS, *metrics]]
 
 
-def best_row(
-    rows: Sequence[Mapping[str, Any]], metric: str, mode: str
-) -> Mapping[str, Any] | None:
+def best_row(rows: Sequence[Mapping[str, Any]], metric: str, mode: str) -> Mapping[str, Any] | None:
     """The result with the best finite value of `metric`, or None if there is none yet."""
     best, best_value = None, None
     for row in rows:

@@ -19,6 +19,7 @@ wakes it at once.
 
 from __future__ import annotations
 
+import numbers
 import queue
 import threading
 import time
@@ -300,14 +301,10 @@ class TrialRunner:
                 f"call nbtune.report({self.metric}=...)"
             )
         value = metrics[self.metric]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                return (
-                    f"the trial reported {self.metric}={value!r}, which is not a number; "
-                    "report a float"
-                )
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return (
+                f"the trial reported {self.metric}={value!r}, which is not a number; report a float"
+            )
         return None
 
     def _track_best(self, row: Mapping[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""Stop criteria for single trials: `stop={"training_iteration": 10}`, `{"loss": 0.01}`, or a function."""
+"""Stop criteria for single trials: a dict of thresholds or a function."""
 
 from __future__ import annotations
 

@@ -102,8 +102,8 @@ class ExperimentStorage:
 
     def open_logs(self) -> None:
         """Open the result log and the trial journal for appending."""
-        self._results = open(self.path / "results.jsonl", "a", encoding="utf-8")
-        self._journal = open(self.path / "trials.jsonl", "a", encoding="utf-8")
+        self._results = open(self.path / "results.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._journal = open(self.path / "trials.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._journal_lines = 0
 
     def append_result(self, row: Mapping[str, Any]) -> None:

@@ -35,6 +35,10 @@ from nbtune.trial import Trial
 _NAME = re.compile(r"^[\w.\-]+$")
 
 
+class TrialNotFoundError(LookupError):
+    """A trial id that the experiment does not have."""
+
+
 class Tuner(ResultsView):
     """Tunes `trainable` over `space`, on a background thread, in parallel worker processes.
 
@@ -189,13 +193,26 @@ class Tuner(ResultsView):
 
     @property
     def state(self) -> str:
-        """"pending" (not started), "running", "finished", "stopped" or "failed"."""
+        """ "pending" (not started), "running", "finished", "stopped" or "failed"."""
         return "pending" if self._runner is None else self._runner.state
 
     @property
     def trials(self) -> list[Trial]:
         """Every trial's current record, by id."""
         return list(self._snapshot()[0])
+
+    def get_trial(self, trial_id: int) -> Trial:
+        """The current record of trial `trial_id`.
+
+        Raises:
+            TrialNotFoundError: if there is no such trial (yet).
+        """
+        trials = self._snapshot()[0]
+        known = isinstance(trial_id, int) and not isinstance(trial_id, bool)
+        if known and 0 <= trial_id < len(trials):
+            return trials[trial_id]
+        ids = f"its trials are 0 to {len(trials) - 1}" if trials else "it has no trials yet"
+        raise TrialNotFoundError(f"{self.name!r} has no trial {trial_id!r}; {ids}")
 
     # ----- results ----------------------------------------------------------------------------
 

@@ -25,9 +25,10 @@ import functools
 import os
 import secrets
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener, wait
 
 import cloudpickle
@@ -39,6 +40,8 @@ from nbtune.schedulers._base import Decision
 from nbtune.trainable import TrialLaunch, run_trial
 
 _IDLE_WORKER_TIMEOUT_S = 300
+_MAX_RESUBMITS = 3
+_POOL_ERRORS = (BrokenProcessPool, ShutdownExecutorError)
 _pools: dict[int, ProcessPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
@@ -95,7 +98,7 @@ class LokyExecutor(Executor):
         self._by_trial: dict[int, Connection] = {}
         self._deaths: deque[tuple[int, BaseException]] = deque()
         self._live: set[int] = set()
-        self._closing = False
+        self._closing = True
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_write, False)
 
@@ -108,8 +111,11 @@ class LokyExecutor(Executor):
         self._pool = _shared_pool(self.max_workers or max_workers)
         self._authkey = secrets.token_bytes(32)
         self._listener = Listener(family="AF_UNIX", authkey=self._authkey)
+        self._address = self._listener.address
         self._closing = False
         self._live = set()
+        self._launches: dict[int, TrialLaunch] = {}
+        self._resubmits: Counter[int] = Counter()
         self._deaths.clear()
         threading.Thread(
             target=self._accept_connections, name="nbtune-loky-accept", daemon=True
@@ -117,7 +123,11 @@ class LokyExecutor(Executor):
 
     def start(self, launch: TrialLaunch) -> None:
         self._live.add(launch.trial_id)
-        args = (_run_in_worker, self._payload, launch, self._listener.address, self._authkey)
+        self._launches[launch.trial_id] = launch
+        self._submit(launch)
+
+    def _submit(self, launch: TrialLaunch) -> None:
+        args = (_run_in_worker, self._payload, launch, self._address, self._authkey)
         try:
             future = self._pool.submit(*args)
         except (BrokenProcessPool, ShutdownExecutorError):
@@ -149,9 +159,11 @@ class LokyExecutor(Executor):
             os.write(self._wake_write, b"!")
 
     def close(self) -> None:
+        if self._closing:
+            return
         self._closing = True
         with contextlib.suppress(OSError, EOFError):
-            Client(self._listener.address, family="AF_UNIX", authkey=self._authkey).close()
+            Client(self._address, family="AF_UNIX", authkey=self._authkey).close()
         with self._lock:
             connections = list(self._connections)
             self._connections, self._by_trial = {}, {}
@@ -166,12 +178,17 @@ class LokyExecutor(Executor):
             self._forget(connection)
             if trial_id not in self._live:
                 return []
-            self._live.discard(trial_id)
+            self._ended(trial_id)
             return [WorkerLost(trial_id, "its worker process died")]
         if message[0] != "result":
-            self._live.discard(trial_id)
+            self._ended(trial_id)
             self._forget(connection)
         return [event_from_message(trial_id, message)]
+
+    def _ended(self, trial_id: int) -> None:
+        self._live.discard(trial_id)
+        self._launches.pop(trial_id, None)
+        self._resubmits.pop(trial_id, None)
 
     def _forget(self, connection: Connection) -> None:
         with self._lock:
@@ -180,15 +197,24 @@ class LokyExecutor(Executor):
         connection.close()
 
     def _collect_deaths(self) -> list[WorkerEvent]:
-        """Trials whose task failed before they ever connected (a connected one sees EOF)."""
+        """Trials whose task failed before they connected (a connected one sees EOF instead).
+
+        A trial submitted just as the pool broke (another worker was killed) never ran: it is
+        submitted again, to a fresh pool, a few times before it counts as lost.
+        """
         with self._lock:
             connected = set(self._by_trial)
         events = []
         while self._deaths:
             trial_id, error = self._deaths.popleft()
-            if trial_id in self._live and trial_id not in connected:
-                self._live.discard(trial_id)
-                events.append(WorkerLost(trial_id, f"its worker failed: {error!r}"))
+            if trial_id not in self._live or trial_id in connected:
+                continue
+            if isinstance(error, _POOL_ERRORS) and self._resubmits[trial_id] < _MAX_RESUBMITS:
+                self._resubmits[trial_id] += 1
+                self._submit(self._launches[trial_id])
+                continue
+            self._ended(trial_id)
+            events.append(WorkerLost(trial_id, f"its worker failed: {error!r}"))
         return events
 
     def _on_task_done(self, trial_id: int, future: Future) -> None:
@@ -207,7 +233,7 @@ class LokyExecutor(Executor):
                         connection.close()
                         return
                     trial_id = connection.recv()
-                except (OSError, EOFError):
+                except (OSError, EOFError, AuthenticationError):
                     if self._closing:
                         return
                     continue

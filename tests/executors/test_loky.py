@@ -1,0 +1,85 @@
+"""What only the process executor does: separate processes, captured output, warm reuse."""
+
+from __future__ import annotations
+
+import os
+import signal
+from multiprocessing.connection import Client
+
+import pytest
+import trainables
+from executors.conftest import Driver
+
+import nbtune as nt
+from nbtune.executors._base import WorkerLost
+from nbtune.schedulers import Decision
+
+
+@pytest.fixture
+def loky_driver(tmp_path):
+    drivers = []
+
+    def make(trainable, max_workers=2):
+        driver = Driver(nt.LokyExecutor(), trainable, tmp_path, max_workers=max_workers)
+        drivers.append(driver)
+        return driver
+
+    yield make
+    for driver in drivers:
+        driver.executor.close()
+
+
+def test_trials_run_in_other_processes_and_a_second_run_reuses_them(loky_driver):
+    first = loky_driver(trainables.count_up)
+    first.launch(0, {"steps": 2})
+    first.run_until_ended([0])
+    first_pid = first.results(0)[0].metrics["pid"]
+    first.executor.close()
+    second = loky_driver(trainables.count_up)
+    second.launch(0, {"steps": 1})
+    second.launch(1, {"steps": 1})
+    second.run_until_ended([0, 1])
+    pids = {second.results(i)[0].metrics["pid"] for i in (0, 1)}
+    assert first_pid != os.getpid()
+    assert first_pid in pids, "the second run should start on the first run's warm workers"
+
+
+def test_what_a_trial_prints_is_shipped_with_its_report(loky_driver, capfd):
+    driver = loky_driver(trainables.chatty)
+    driver.launch(0, {})
+    driver.run_until_ended([0])
+    assert driver.results(0)[0].output == "hello from the trial\n"
+    assert "hello from the trial" not in capfd.readouterr().out
+
+
+def test_a_killed_worker_is_reported_lost_and_the_executor_recovers(loky_driver):
+    driver = loky_driver(trainables.forever)
+    driver.launch(0, {"interval": 0.01})
+    killed = []
+
+    def kill_then_continue(event):
+        if not killed:
+            pid = event.metrics["pid"]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        return Decision.CONTINUE
+
+    driver.run_until_ended([0], decide=kill_then_continue)
+    assert isinstance(driver.ending(0), WorkerLost)
+    driver.executor.close()
+    after = loky_driver(trainables.count_up)
+    after.launch(1, {"steps": 2})
+    after.run_until_ended([1])
+    assert len(after.results(1)) == 2
+    assert after.results(1)[0].metrics["pid"] != killed[0]
+
+
+def test_the_channel_rejects_a_client_without_the_key(loky_driver):
+    from multiprocessing import AuthenticationError
+
+    driver = loky_driver(trainables.count_up)
+    with pytest.raises(AuthenticationError):
+        Client(driver.executor._listener.address, family="AF_UNIX", authkey=b"wrong key")
+    driver.launch(0, {"steps": 2})
+    driver.run_until_ended([0])
+    assert len(driver.results(0)) == 2

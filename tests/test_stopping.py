@@ -1,0 +1,42 @@
+import pytest
+
+from nbtune.stopping import make_stopper
+
+
+def test_iteration_threshold_stops_once_reached():
+    stop = make_stopper({"training_iteration": 3}, "loss", "min")
+    assert [stop(0, {"training_iteration": i}) for i in (1, 2, 3, 4)] == [False, False, True, True]
+
+
+def test_the_tuned_metric_is_reached_in_the_direction_of_mode():
+    minimise = make_stopper({"loss": 0.01}, "loss", "min")
+    maximise = make_stopper({"accuracy": 0.9}, "accuracy", "max")
+    assert not minimise(0, {"loss": 0.5})
+    assert minimise(0, {"loss": 0.005})
+    assert not maximise(0, {"accuracy": 0.5})
+    assert maximise(0, {"accuracy": 0.95})
+
+
+def test_a_function_gets_the_trial_id_and_result():
+    stop = make_stopper(
+        lambda trial_id, result: trial_id == 2 and result["loss"] < 1, "loss", "min"
+    )
+    assert stop(2, {"loss": 0.5})
+    assert not stop(1, {"loss": 0.5})
+
+
+def test_no_criteria_never_stops():
+    assert not make_stopper(None, "loss", "min")(0, {"loss": 0.0, "training_iteration": 10**6})
+
+
+@pytest.mark.parametrize(
+    ("stop", "message"),
+    [
+        (5, "pass a dict like"),
+        ({"training_iteration": "10"}, "the threshold must be a number"),
+        ({"loss": True}, "the threshold must be a number"),
+    ],
+)
+def test_bad_criteria_are_refused(stop, message):
+    with pytest.raises(TypeError, match=message):
+        make_stopper(stop, "loss", "min")

@@ -1,0 +1,95 @@
+"""Trainables shared by the tests; in a module of their own so worker processes can import them."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import nbtune as nt
+
+
+def quadratic(config):
+    """The README's example: resumes from its checkpoint, 20 epochs."""
+    ckpt = nt.get_checkpoint()
+    start = ckpt["epoch"] + 1 if ckpt else 0
+    for epoch in range(start, 20):
+        loss = (config["lr"] - 0.01) ** 2 + 1 / (epoch + 1) + config["layers"] * 1e-3
+        nt.report(loss=loss, checkpoint={"epoch": epoch})
+
+
+def count_up(config):
+    """Reports loss = 1 / step for `steps` steps, plus the worker's pid."""
+    for step in range(1, config.get("steps", 5) + 1):
+        nt.report(loss=1.0 / step, pid=os.getpid())
+
+
+def fail_at(config):
+    """Reports until step `fail_at`, then raises."""
+    for step in range(1, 10):
+        if step == config["fail_at"]:
+            raise ValueError(f"boom at step {step}")
+        nt.report(loss=float(step))
+
+
+def chatty(config):
+    print("hello from the trial")
+    nt.report(loss=0.0)
+
+
+def forever(config):
+    """Reports every `interval` seconds until it is stopped."""
+    step = 0
+    while True:
+        step += 1
+        nt.report(loss=1.0 / step, pid=os.getpid())
+        time.sleep(config.get("interval", 0.01))
+
+
+def no_metric(config):
+    nt.report(accuracy=0.5)
+
+
+def text_metric(config):
+    nt.report(loss="low")
+
+
+def reserved_key(config):
+    nt.report(loss=1.0, training_iteration=5)
+
+
+def returns_number(config):
+    return 0.5
+
+
+def returns_dict(config):
+    return {"loss": config["x"] * 2}
+
+
+def silent(config):
+    time.sleep(config.get("seconds", 30))
+    nt.report(loss=0.0)
+
+
+class Counter(nt.Trainable):
+    """A class trainable that counts; its checkpoint is the count."""
+
+    def setup(self, config):
+        self.count = 0
+        self.scale = config["scale"]
+
+    def step(self):
+        self.count += 1
+        return {"loss": self.scale / self.count, "count": self.count}
+
+    def save_checkpoint(self):
+        return {"count": self.count}
+
+    def load_checkpoint(self, checkpoint):
+        self.count = checkpoint["count"]
+
+
+class FinishesAtThree(Counter):
+    def step(self):
+        result = dict(super().step())
+        result["done"] = self.count == 3
+        return result
