@@ -61,7 +61,10 @@ def test_an_exception_in_the_trainable_comes_back_with_its_traceback(drive):
 def test_checkpoints_are_written_by_the_worker_and_resumed_from(drive, tmp_path):
     driver = drive(trainables.quadratic)
     driver.launch(0, {"lr": 0.01, "layers": 0})
-    stop_at_six = lambda event: Decision.STOP if len(driver.results(0)) == 6 else Decision.CONTINUE
+
+    def stop_at_six(event):
+        return Decision.STOP if len(driver.results(0)) == 6 else Decision.CONTINUE
+
     driver.run_until_ended([0], decide=stop_at_six)
     last = driver.results(0)[-1]
     with open(last.checkpoint, "rb") as file:
