@@ -22,6 +22,7 @@ import argparse
 import gc
 import json
 import operator
+import os
 import statistics
 import subprocess
 import sys
@@ -46,6 +47,11 @@ def noop_train(config: dict[str, Any]) -> None:
     """Reports `config["reports"]` times and does nothing else."""
     for step in range(config["reports"]):
         nt.report(loss=float(step))
+
+
+def hello_train(config: dict[str, Any]) -> None:
+    """Reports once, at once, which worker process it runs in."""
+    nt.report(loss=0.0, worker_pid=os.getpid())
 
 
 def burn_train(config: dict[str, Any]) -> None:
@@ -80,6 +86,7 @@ class Sizes:
     burn_cpu_s: float = 0.1
     latency_trials: int = 2
     latency_reports: int = 2000
+    startup_later_runs: int = 3
     silent_s: float = 5.0
     many_trials: int = 100
     many_reports: int = 1000
@@ -230,6 +237,7 @@ class FirstEvents:
     def __init__(self) -> None:
         self.started_at: float | None = None
         self.result_at: float | None = None
+        self.result: Mapping[str, Any] = {}
 
     def __call__(self, event: Event) -> None:
         now = time.perf_counter()
@@ -237,6 +245,7 @@ class FirstEvents:
             self.started_at = now
         elif isinstance(event, TrialResult) and self.result_at is None:
             self.result_at = now
+            self.result = event.result
 
 
 class ReportLatency:
@@ -395,28 +404,49 @@ def figure_latency(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
 
 
 def figure_startup(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
-    """Seconds from `start()` to the first `TrialStarted` and `TrialResult`, cold and warm."""
+    """Seconds from `start()` to the first `TrialStarted` and `TrialResult`, cold and warm.
+
+    "cold" is the first run of this process (a new worker pool), "warm" the second run; the
+    warm rows also list the same figure for a few runs after that (`later_runs_s`) and which
+    worker process ran each trial (`worker_pids`, cold run first).
+    """
+    runs = [startup_times(storage, f"startup-{i}") for i in range(2 + sizes.startup_later_runs)]
     rows = []
-    for pool, bound in (("cold", 1.0), ("warm", 0.05)):
-        first = FirstEvents()
-        tuner = make_tuner(
-            noop_train, storage, f"startup-{pool}", num_samples=1, config={"reports": 1}
-        )
-        tuner.subscribe(first)
-        began = time.perf_counter()
-        tuner.start()
-        tuner.wait()
-        check_finished(tuner)
-        for figure, at, note in (
-            ("trial_started", first.started_at, "TrialStarted: the runner submitted the trial"),
-            ("first_result", first.result_at, "TrialResult: a worker ran the trainable"),
+    for index, pool, bound in ((0, "cold", 1.0), (1, "warm", 0.05)):
+        for field, event, note in (
+            ("trial_started", 0, "TrialStarted: the runner submitted the trial"),
+            ("first_result", 1, "TrialResult: a worker ran the trainable"),
         ):
+            extra = {}
+            if pool == "warm":
+                extra["later_runs_s"] = [run[event] for run in runs[2:]]
+                extra["worker_pids"] = [run[2] for run in runs]
             rows.append(
                 figure_row(
-                    f"startup_{pool}_{figure}", at - began, "s", Target("<", bound), note=note
+                    f"startup_{pool}_{field}",
+                    runs[index][event],
+                    "s",
+                    Target("<", bound),
+                    **extra,
+                    note=note,
                 )
             )
     return rows
+
+
+def startup_times(storage: str, name: str) -> tuple[float, float, int]:
+    """Run one trial that reports at once.
+
+    Returns:
+        The seconds from `start()` to its `TrialStarted` and to its `TrialResult`, and the
+        process id of the worker that ran it.
+    """
+    first = FirstEvents()
+    tuner = make_tuner(hello_train, storage, name, num_samples=1, config={})
+    tuner.subscribe(first)
+    began = time.perf_counter()
+    timed_run(tuner)
+    return first.started_at - began, first.result_at - began, first.result["worker_pid"]
 
 
 def figure_idle_cpu(sizes: Sizes, storage: str) -> list[dict[str, Any]]:

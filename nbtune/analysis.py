@@ -26,7 +26,7 @@ class ExperimentAnalysis(ResultsView):
         self.metric = self.spec["metric"]
         self.mode = self.spec["mode"]
         self._results = reader.results()
-        self._trials = reader.trials(self._results)
+        self._trials = reader.trials(self._results, self.metric, self.mode)
 
     def _snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
         return self._trials, self._results

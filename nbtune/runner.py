@@ -91,7 +91,7 @@ class TrialRunner:
         self.time_budget_s = time_budget_s
         self.fail_fast = fail_fast
 
-        self.state = "pending"
+        self.state = "running"
         self.error: str | None = None
         self.crash: BaseException | None = None
         self.started_at: float | None = None
@@ -130,7 +130,6 @@ class TrialRunner:
     def run(self) -> None:
         """The runner thread's body: loop until every trial is done or the run is stopped."""
         self.started_at = time.time()
-        self.state = "running"
         try:
             self.executor.open(self.trainable, self.max_concurrent)
             try:

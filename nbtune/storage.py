@@ -176,8 +176,12 @@ class ExperimentReader:
     def results(self) -> list[dict[str, Any]]:
         return list(_read_lines(self.path / "results.jsonl"))
 
-    def trials(self, results: list[dict[str, Any]]) -> list[Trial]:
-        """Every trial's latest record, with its last result taken from `results`."""
+    def trials(self, results: list[dict[str, Any]], metric: str | None, mode: str) -> list[Trial]:
+        """Every trial's latest record; its results are replayed from `results`.
+
+        The journal records status changes and checkpoints; the result log is the truth for
+        iterations, last results and best values (it is written first).
+        """
         records: dict[int, dict[str, Any]] = {}
         offset = 0
         snapshot_path = self.path / "trials.json"
@@ -187,14 +191,15 @@ class ExperimentReader:
             records = {record["trial_id"]: record for record in snapshot["trials"]}
         for record in _read_lines(self.path / "trials.jsonl", offset):
             records[record["trial_id"]] = record
-        last: dict[int, dict[str, Any]] = {}
+        trials = {
+            trial_id: _trial_from_record({**records[trial_id], "iteration": 0, "best_value": None})
+            for trial_id in sorted(records)
+        }
         for row in results:
-            last[row["trial_id"]] = row
-        trials = []
-        for trial_id in sorted(records):
-            trial = _trial_from_record(records[trial_id])
-            trials.append(trial.evolve(last_result=last.get(trial_id, {})))
-        return trials
+            trial = trials.get(row["trial_id"])
+            if trial is not None:
+                trials[trial.trial_id] = trial.with_result(row, metric, mode)
+        return list(trials.values())
 
 
 def _read_lines(path: Path, offset: int = 0) -> Iterator[dict[str, Any]]:

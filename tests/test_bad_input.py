@@ -1,0 +1,121 @@
+"""Bad input fails early, in one line that says what to change, and harms nothing recorded."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import trainables
+
+import nbtune as nt
+
+
+def run(tuner):
+    tuner.start()
+    assert tuner.wait(60)
+    return tuner
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"mode": "minimize"}, ValueError, "mode='minimize': use 'min' or 'max'"),
+        ({"num_samples": 0}, ValueError, "num_samples=0: pass a whole number >= 1"),
+        ({"max_concurrent": -1}, ValueError, "max_concurrent=-1: pass a whole number >= 1"),
+        ({"time_budget_s": 0}, ValueError, "time_budget_s=0: pass a positive number"),
+        ({"seed": -3}, ValueError, "seed=-3: pass a whole number >= 0"),
+        ({"name": "a/b"}, ValueError, "name='a/b': use letters, digits"),
+        ({"metric": 3}, TypeError, "metric=3: pass the name of a reported value"),
+        ({"stop": "soon"}, TypeError, "stop='soon': pass a dict like"),
+    ],
+)
+def test_bad_arguments_are_refused_when_the_tuner_is_built(
+    make_tuner, runs, options, error, message
+):
+    with pytest.raises(error, match=f"^{message}"):
+        make_tuner(trainables.count_up, **options)
+    assert not runs.exists(), "nothing may be written for a refused tuner"
+
+
+def test_an_invalid_domain_is_refused_where_it_is_written():
+    with pytest.raises(ValueError, match="low must be > 0 for a log scale"):
+        nt.loguniform(0, 1)
+
+
+def test_a_trainable_that_is_not_one(make_tuner):
+    with pytest.raises(TypeError, match="pass a function train.config. or a subclass of"):
+        make_tuner(42)
+
+
+def test_an_unpicklable_trainable_is_named(make_tuner):
+    lock = threading.Lock()
+
+    def train(config):
+        with lock:
+            nt.report(loss=0.0)
+
+    with pytest.raises(TypeError, match="the trainable 'train' cannot be sent to worker processes"):
+        make_tuner(train)
+    run(make_tuner(train, executor=nt.ThreadExecutor()))
+
+
+def test_a_sample_from_that_raises_is_caught_before_any_worker_starts(make_tuner, runs):
+    space = {"a": nt.sample_from(lambda config: config["missing"])}
+    with pytest.raises(ValueError, match="sample_from for 'a' raised KeyError"):
+        make_tuner(trainables.count_up, space)
+    assert not runs.exists()
+
+
+def test_a_second_run_with_the_same_name_is_refused_unless_told(make_tuner):
+    first = run(make_tuner(trainables.count_up, name="same", metric="loss"))
+    with pytest.raises(FileExistsError, match="already holds an experiment; pick another name"):
+        make_tuner(trainables.count_up, name="same")
+    assert len(nt.load(first.path).history()) == 5, "the first run is untouched"
+    second = run(make_tuner(trainables.count_up, {"steps": 2}, name="same", overwrite=True))
+    assert len(nt.load(second.path).history()) == 2
+
+
+@pytest.mark.parametrize(
+    ("trainable", "message"),
+    [
+        (trainables.no_metric, "the trial reported accuracy but not the metric 'loss'; call "),
+        (trainables.text_metric, "the trial reported loss='low', which is not a number"),
+        (trainables.reserved_key, "nbtune sets 'training_iteration'; rename your metric"),
+        (trainables.returns_number, "the trainable returned 0.5; call nbtune.report"),
+    ],
+)
+def test_bad_reports_end_the_trial_with_a_clear_error(make_tuner, trainable, message):
+    tuner = run(make_tuner(trainable, metric="loss"))
+    trial = tuner.get_trial(0)
+    assert trial.status is nt.TrialStatus.ERROR
+    assert message in trial.error
+    assert "\n" not in trial.error
+    assert tuner.history().empty
+
+
+def test_report_outside_a_trial():
+    with pytest.raises(RuntimeError, match="only work inside a trial"):
+        nt.report(loss=1.0)
+    with pytest.raises(RuntimeError, match="only work inside a trial"):
+        nt.get_checkpoint()
+
+
+def test_an_unknown_trial_id(make_tuner):
+    tuner = run(make_tuner(trainables.count_up, num_samples=3))
+    with pytest.raises(nt.TrialNotFoundError, match="'run0' has no trial 7; its trials are 0 to 2"):
+        tuner.get_trial(7)
+
+
+def test_using_a_tuner_in_the_wrong_order(make_tuner):
+    tuner = make_tuner(trainables.count_up)
+    with pytest.raises(RuntimeError, match="has not started; call tuner.start"):
+        tuner.wait()
+    run(tuner)
+    with pytest.raises(RuntimeError, match="was already started; make a new Tuner"):
+        tuner.start()
+
+
+def test_best_needs_a_metric(make_tuner):
+    tuner = run(make_tuner(trainables.count_up))
+    with pytest.raises(ValueError, match="pass metric=... to nbtune.Tuner"):
+        _ = tuner.best_result
