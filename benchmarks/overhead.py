@@ -541,11 +541,18 @@ FIGURES: dict[str, Callable[[Sizes, str], list[dict[str, Any]]]] = {
 
 
 def run_figure(name: str, quick: bool) -> None:
-    """Measure one figure in this process and print its JSON lines."""
+    """Measure one figure in this process and print its JSON lines.
+
+    Each line also gets `load_1m`, the machine's load average over the last minute: the
+    benchmark itself makes about `WORKERS` + 1, so a much higher value means that other
+    processes competed for the CPU and the timings are not to be trusted.
+    """
     sizes = QUICK if quick else FULL
     with tempfile.TemporaryDirectory(prefix="nbtune-bench-") as storage:
         rows = FIGURES[name](sizes, storage)
+    load = os.getloadavg()[0]
     for row in rows:
+        row["load_1m"] = load
         if quick:
             row["quick"] = True
         print(json.dumps(row), flush=True)

@@ -113,11 +113,17 @@ def test_every_result_is_on_disk_before_it_is_published(make_tuner, runs):
 
 
 def test_dataframe_mid_run_is_a_consistent_snapshot(make_tuner):
-    tuner = make_tuner(trainables.count_up, {"steps": 200, "x": nt.grid(range(6))}, metric="loss")
+    new_result = threading.Event()
+    space = {"steps": 50, "interval": 0.002, "x": nt.grid(range(6))}
+    tuner = make_tuner(trainables.count_up, space, metric="loss")
+    tuner.subscribe(lambda event: isinstance(event, TrialResult) and new_result.set())
     tuner.start()
     seen: dict[int, int] = {}
     snapshots = 0
     while not tuner.wait(timeout=0):
+        if not new_result.wait(timeout=1):
+            continue
+        new_result.clear()
         frame = tuner.dataframe()
         snapshots += 1
         assert set(frame["status"]) <= {"PENDING", "RUNNING", "TERMINATED"}
@@ -125,7 +131,7 @@ def test_dataframe_mid_run_is_a_consistent_snapshot(make_tuner):
             assert iteration >= seen.get(trial_id, 0), "a snapshot went back in time"
             seen[trial_id] = iteration
     assert snapshots > 1
-    assert tuner.dataframe()["training_iteration"].tolist() == [200] * 6
+    assert tuner.dataframe()["training_iteration"].tolist() == [50] * 6
 
 
 def test_events_tell_each_trial_s_story_in_order(make_tuner):

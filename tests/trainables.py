@@ -18,8 +18,9 @@ def quadratic(config):
 
 
 def count_up(config):
-    """Reports loss = 1 / step for `steps` steps, plus the worker's pid."""
+    """Reports loss = 1 / step for `steps` steps (every `interval` s), plus the worker's pid."""
     for step in range(1, config.get("steps", 5) + 1):
+        time.sleep(config.get("interval", 0))
         nt.report(loss=1.0 / step, pid=os.getpid())
 
 
