@@ -13,6 +13,7 @@ tuner.dataframe()
 """
 
 from nbtune.analysis import ExperimentAnalysis, load
+from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.events import EventBus
 from nbtune.executors import Executor, LokyExecutor, ThreadExecutor
 from nbtune.schedulers import Decision, FIFOScheduler, Scheduler
@@ -21,7 +22,7 @@ from nbtune.session import get_checkpoint, get_trial_id, report
 from nbtune.space import choice, grid, loguniform, randint, sample_from, uniform
 from nbtune.trainable import Trainable
 from nbtune.trial import Trial, TrialStatus
-from nbtune.tuner import TrialNotFoundError, Tuner
+from nbtune.tuner import Tuner
 
 __version__ = "0.1.0"
 
@@ -31,8 +32,10 @@ __all__ = [
     "Executor",
     "ExperimentAnalysis",
     "FIFOScheduler",
+    "IllegalTransitionError",
     "LokyExecutor",
     "RandomSearch",
+    "RunEndedError",
     "Scheduler",
     "Searcher",
     "ThreadExecutor",

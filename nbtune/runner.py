@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
+from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.events import (
     EventBus,
     ExperimentDone,
@@ -34,7 +35,9 @@ from nbtune.events import (
     TrialCompleted,
     TrialErrored,
     TrialOutput,
+    TrialPaused,
     TrialResult,
+    TrialResumed,
     TrialStarted,
 )
 from nbtune.executors._base import (
@@ -43,7 +46,9 @@ from nbtune.executors._base import (
     WorkerEvent,
     WorkerFailed,
     WorkerLost,
+    WorkerPaused,
     WorkerResult,
+    WorkerSuspended,
 )
 from nbtune.schedulers._base import Decision, Scheduler
 from nbtune.search._base import Searcher
@@ -108,6 +113,12 @@ class TrialRunner:
         self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
         self._stopping: str | None = None
         self._stopping_since = 0.0
+        self._closed = False
+        self._paused_all = False
+        self._pause_requested: set[int] = set()
+        self._pausing: set[int] = set()
+        self._resume_on_arrival: set[int] = set()
+        self._stop_requested: set[int] = set()
 
     # ----- talking to the runner from other threads -------------------------------------------
 
@@ -116,14 +127,30 @@ class TrialRunner:
         future: Future = Future()
         self._commands.put((command, future))
         self.executor.wakeup()
+        if self._closed:
+            self._refuse_commands()
         return future
 
+    def _refuse_commands(self) -> None:
+        while not self._commands.empty():
+            _, future = self._commands.get_nowait()
+            if future.set_running_or_notify_cancel():
+                future.set_exception(RunEndedError(f"the run has ended ({self.state})"))
+
     def request_stop(self, state: str = "stopped", error: str | None = None) -> None:
-        """End the run: no trial starts any more, running ones stop at their next report."""
-        if self._stopping is None:
-            self._stopping = state
-            self._stopping_since = time.monotonic()
-            self.error = error
+        """End the run: no trial starts any more, running ones stop at their next report.
+
+        Trials paused by checkpoint stay PAUSED, to be resumed by `Tuner.restore`; suspended
+        ones cannot be saved, so they end here.
+        """
+        if self._stopping is not None:
+            return
+        self._stopping = state
+        self._stopping_since = time.monotonic()
+        self.error = error
+        for trial in list(self.trials.values()):
+            if trial.paused_by == "suspend":
+                self.stop_trial(trial.trial_id)
 
     # ----- the loop ---------------------------------------------------------------------------
 
@@ -163,7 +190,10 @@ class TrialRunner:
                     self._handle(event)
 
     def _nothing_left(self) -> bool:
-        return not self._queue and self.searcher.is_finished
+        """No trial waits, none is paused, and the searcher has no more to give."""
+        if self._queue or not self.searcher.is_finished:
+            return False
+        return all(trial.status is not TrialStatus.PAUSED for trial in self.trials.values())
 
     def _poll_timeout(self, deadline: float | None) -> float:
         if deadline is None:
@@ -184,7 +214,7 @@ class TrialRunner:
     # ----- starting trials --------------------------------------------------------------------
 
     def _fill_slots(self) -> None:
-        while len(self._occupied) < self.max_concurrent:
+        while not self._paused_all and len(self._occupied) < self.max_concurrent:
             trial = self._next_trial()
             if trial is None:
                 return
@@ -203,11 +233,25 @@ class TrialRunner:
             self._queue.remove(chosen.trial_id)
         return chosen
 
-    def add_trial(self, config: Mapping[str, Any]) -> int:
-        """Create a PENDING trial at the end of the queue; return its id. Runner thread only."""
+    def add_trial(self, config: Mapping[str, Any], *, parent: Trial | None = None) -> int:
+        """Create a PENDING trial and queue it; return its id. Runner thread only.
+
+        A trial forked from `parent` starts from the parent's latest checkpoint, and waits
+        ahead of fresh trials.
+        """
         trial = Trial(trial_id=len(self.trials), config=dict(config))
+        if parent is not None:
+            trial = trial.evolve(
+                parent=parent.trial_id,
+                checkpoint=parent.checkpoint,
+                checkpoint_iteration=parent.checkpoint_iteration,
+                iteration=parent.checkpoint_iteration,
+            )
         self._set(trial)
-        self._queue.append(trial.trial_id)
+        if parent is None:
+            self._queue.append(trial.trial_id)
+        else:
+            self._queue.insert(self._first_fresh_in_queue(), trial.trial_id)
         self.scheduler.on_trial_add(trial)
         self.storage.write_state(self.saved_state())
         self.bus.publish(TrialAdded(trial.trial_id, trial.config))
@@ -216,6 +260,13 @@ class TrialRunner:
     def saved_state(self) -> dict[str, Any]:
         """What `restore` needs beyond the trial journal: the searcher and the scheduler."""
         return {"searcher": self.searcher, "scheduler": self.scheduler}
+
+    def _first_fresh_in_queue(self) -> int:
+        """Where trials that carry on (resumed, forked) join the queue: ahead of fresh ones."""
+        for position, trial_id in enumerate(self._queue):
+            if not self.trials[trial_id].has_checkpoint:
+                return position
+        return len(self._queue)
 
     def _launch(self, trial: Trial) -> None:
         trial = trial.evolve(status=TrialStatus.RUNNING, started_at=time.time())
@@ -243,6 +294,10 @@ class TrialRunner:
             self._on_result(event)
         elif isinstance(event, WorkerDone):
             self._on_done(event)
+        elif isinstance(event, WorkerPaused):
+            self._on_paused(event)
+        elif isinstance(event, WorkerSuspended):
+            self._on_suspended(event)
         elif isinstance(event, WorkerFailed):
             self._on_failure(event.trial_id, event.error, event.traceback, event.output)
         elif isinstance(event, WorkerLost):
@@ -283,11 +338,19 @@ class TrialRunner:
         self.bus.publish(TrialResult(trial.trial_id, row))
 
     def _decide(self, trial: Trial, row: Mapping[str, Any]) -> Decision:
-        if self._stopping is not None or self.should_stop(trial.trial_id, row):
+        """User commands first, then stop criteria, then the scheduler."""
+        trial_id = trial.trial_id
+        if self._stopping is not None or trial_id in self._stop_requested:
             return Decision.STOP
-        decision = self.scheduler.on_result(trial, row)
+        if self.should_stop(trial_id, row):
+            return Decision.STOP
+        if trial_id in self._pause_requested:
+            decision = Decision.PAUSE
+        else:
+            decision = self.scheduler.on_result(trial, row)
         if decision is Decision.PAUSE:
-            raise NotImplementedError("pausing trials arrives with interactive control")
+            self._pause_requested.discard(trial_id)
+            self._pausing.add(trial_id)
         return decision
 
     def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:
@@ -321,23 +384,56 @@ class TrialRunner:
         if trial.status is TrialStatus.RUNNING:
             self._end(trial, TrialStatus.TERMINATED)
 
+    def _on_paused(self, event: WorkerPaused) -> None:
+        """The trial saved a checkpoint and left its worker."""
+        trial_id = event.trial_id
+        self._occupied.discard(trial_id)
+        self._pausing.discard(trial_id)
+        trial = self.trials[trial_id]
+        if trial.status is not TrialStatus.RUNNING:
+            return
+        trial = trial.evolve(
+            checkpoint=str(self._relative(event.checkpoint)),
+            checkpoint_iteration=trial.iteration,
+        )
+        if trial_id in self._stop_requested:
+            self._end(trial, TrialStatus.TERMINATED)
+            return
+        self._to_paused(trial, "checkpoint")
+        if trial_id in self._resume_on_arrival:
+            self.resume_trial(trial_id)
+
+    def _on_suspended(self, event: WorkerSuspended) -> None:
+        """The trial cannot checkpoint: it waits in its worker for a resume or a stop."""
+        trial_id = event.trial_id
+        self._pausing.discard(trial_id)
+        trial = self.trials[trial_id]
+        if trial.status is not TrialStatus.RUNNING:
+            return
+        self._to_paused(trial, "suspend")
+        if trial_id in self._stop_requested or self._stopping is not None:
+            self.stop_trial(trial_id)
+        elif trial_id in self._resume_on_arrival:
+            self.resume_trial(trial_id)
+
+    def _to_paused(self, trial: Trial, paused_by: str) -> None:
+        self._set(trial.evolve(status=TrialStatus.PAUSED, paused_by=paused_by, **_ran(trial)))
+        self.bus.publish(TrialPaused(trial.trial_id))
+
     def _on_failure(self, trial_id: int, error: str, traceback: str, output: str) -> None:
         self._occupied.discard(trial_id)
+        self._pausing.discard(trial_id)
         self._ship_output(trial_id, output)
         trial = self.trials[trial_id]
-        if trial.status is TrialStatus.RUNNING:
+        if _holds_worker(trial):
             self._end(trial, TrialStatus.ERROR, error, traceback)
 
     def _end(
         self, trial: Trial, status: TrialStatus, error: str | None = None, traceback: str = ""
     ) -> None:
-        now = time.time()
-        trial = trial.evolve(
-            status=status,
-            error=error,
-            runtime_s=trial.runtime_s + max(0.0, now - (trial.started_at or now)),
-        )
+        trial = trial.evolve(status=status, error=error, paused_by=None, **_ran(trial))
         self._set(trial)
+        self._forget_requests(trial.trial_id)
         last = trial.last_result or None
         if status is TrialStatus.TERMINATED:
             self.scheduler.on_trial_complete(trial)
@@ -360,10 +456,109 @@ class TrialRunner:
                     self._end(trial, TrialStatus.TERMINATED)
             self._occupied.clear()
 
+    def _forget_requests(self, trial_id: int) -> None:
+        for requests in (self._pause_requested, self._resume_on_arrival, self._stop_requested):
+            requests.discard(trial_id)
+        if trial_id in self._queue:
+            self._queue.remove(trial_id)
+
     def _ship_output(self, trial_id: int, output: str) -> None:
         if output:
             self.storage.append_text(trial_id, "output.log", output)
             self.bus.publish(TrialOutput(trial_id, output))
+
+    # ----- commands (run on the runner thread through `call`) ---------------------------------
+
+    def trial(self, trial_id: Any) -> Trial:
+        """The trial with `trial_id`, or a TrialNotFoundError that lists the valid ids."""
+        if isinstance(trial_id, int) and not isinstance(trial_id, bool) and trial_id in self.trials:
+            return self.trials[trial_id]
+        known = f"its trials are 0 to {len(self.trials) - 1}" if self.trials else "no trials yet"
+        raise TrialNotFoundError(f"there is no trial {trial_id!r}; {known}")
+
+    def pause_trial(self, trial_id: int) -> None:
+        """Pause a trial: a running one at its next report, a waiting one at once."""
+        trial = self.trial(trial_id)
+        if trial.status is TrialStatus.RUNNING:
+            self._resume_on_arrival.discard(trial_id)
+            if trial_id not in self._pausing:
+                self._pause_requested.add(trial_id)
+        elif trial.status is TrialStatus.PENDING:
+            self._queue.remove(trial_id)
+            self._to_paused(trial, "checkpoint" if trial.has_checkpoint else "queue")
+        elif trial.status.is_finished:
+            raise IllegalTransitionError(
+                f"trial {trial_id} has ended ({trial.status}); only a pending or running trial "
+                "can be paused"
+            )
+
+    def resume_trial(self, trial_id: int) -> None:
+        """Resume a paused trial: in its worker if suspended, else from its checkpoint."""
+        trial = self.trial(trial_id)
+        if trial.status is TrialStatus.RUNNING:
+            self._pause_requested.discard(trial_id)
+            if trial_id in self._pausing:
+                self._resume_on_arrival.add(trial_id)
+            return
+        if trial.status is not TrialStatus.PAUSED:
+            raise IllegalTransitionError(
+                f"trial {trial_id} is {trial.status}; only a paused trial can be resumed"
+            )
+        self._resume_on_arrival.discard(trial_id)
+        if trial.paused_by == "suspend":
+            self.executor.reply(trial_id, Decision.CONTINUE)
+            self._set(
+                trial.evolve(status=TrialStatus.RUNNING, paused_by=None, started_at=time.time())
+            )
+        else:
+            self._set(trial.evolve(status=TrialStatus.PENDING, paused_by=None))
+            position = self._first_fresh_in_queue() if trial.has_checkpoint else 0
+            self._queue.insert(position, trial_id)
+        self.bus.publish(TrialResumed(trial_id))
+
+    def stop_trial(self, trial_id: int, force: bool = False) -> None:
+        """End a trial (TERMINATED, results kept): a running one at its next report."""
+        trial = self.trial(trial_id)
+        if trial.status.is_finished:
+            raise IllegalTransitionError(f"trial {trial_id} has already ended ({trial.status})")
+        if trial.status is TrialStatus.RUNNING:
+            self._stop_requested.add(trial_id)
+            if force and self.executor.can_kill_trial:
+                self.executor.kill(trial_id)
+            return
+        if trial.paused_by == "suspend":
+            self.executor.reply(trial_id, Decision.STOP)
+        self._end(trial, TrialStatus.TERMINATED)
+
+    def pause_all(self) -> None:
+        """Hold the whole experiment: every trial pauses and none starts."""
+        self._paused_all = True
+        for trial in list(self.trials.values()):
+            if trial.status in (TrialStatus.PENDING, TrialStatus.RUNNING):
+                self.pause_trial(trial.trial_id)
+
+    def resume_all(self) -> None:
+        """Let the experiment go on: every paused trial resumes, new ones may start."""
+        self._paused_all = False
+        for trial in list(self.trials.values()):
+            if trial.status is TrialStatus.PAUSED or trial.trial_id in self._pausing:
+                self.resume_trial(trial.trial_id)
+            self._pause_requested.discard(trial.trial_id)
+
+    def fork(self, trial_id: int, config: Mapping[str, Any]) -> int:
+        """Start a new trial with `config` from trial `trial_id`'s latest checkpoint."""
+        parent = self.trial(trial_id)
+        if not parent.has_checkpoint:
+            raise IllegalTransitionError(
+                f"trial {trial_id} has no checkpoint to fork from; its trainable must pass "
+                "checkpoint=... to nbtune.report (or implement save_checkpoint)"
+            )
+        return self.add_trial(config, parent=parent)
+
+    def set_max_concurrent(self, max_concurrent: int) -> None:
+        """Change how many trials run at once; running trials beyond it finish undisturbed."""
+        self.max_concurrent = max_concurrent
+        self.executor.resize(max_concurrent)
 
     # ----- bookkeeping ------------------------------------------------------------------------
 
@@ -383,6 +578,8 @@ class TrialRunner:
 
     def _finish(self) -> None:
         self.ended_at = time.time()
+        self._closed = True
+        self._refuse_commands()
         try:
             self.storage.write_state(self.saved_state())
             self.storage.compact(self._all_trials())
@@ -394,3 +591,17 @@ class TrialRunner:
                 self.error = f"{type(exc).__name__}: {exc}"
         self.bus.publish(ExperimentDone(self.state, self.error))
         self.done.set()
+
+
+def _ran(trial: Trial) -> dict[str, Any]:
+    """The changes that close a stretch of running: its time added up, no start time."""
+    if trial.started_at is None or trial.status is not TrialStatus.RUNNING:
+        return {}
+    return {
+        "runtime_s": trial.runtime_s + max(0.0, time.time() - trial.started_at),
+        "started_at": None,
+    }
+
+
+def _holds_worker(trial: Trial) -> bool:
+    return trial.status is TrialStatus.RUNNING or trial.paused_by == "suspend"

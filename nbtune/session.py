@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,6 +39,10 @@ class TrialStopped(BaseException):
     """
 
 
+class TrialPaused(BaseException):
+    """Raised inside `report()` when the trial pauses by checkpoint, freeing its worker."""
+
+
 class TrialSession:
     """One running trial, seen from its worker."""
 
@@ -57,7 +62,7 @@ class TrialSession:
         self._checkpoint_path = checkpoint_path
         self._checkpoint_dir = Path(checkpoint_dir)
         self._output = io.StringIO() if capture_output else None
-        self._started = time.perf_counter()
+        self.checkpoint_on_demand: Callable[[], Any] | None = None
 
     def report(self, metrics: dict[str, Any], checkpoint: Any = None) -> None:
         """Send one result and block until the runner says whether to go on."""
@@ -68,8 +73,30 @@ class TrialSession:
         self.iteration += 1
         path = None if checkpoint is None else self._save_checkpoint(checkpoint)
         self._channel.send(("result", metrics, path, self.drain_output(), time.time()))
-        if self._channel.recv() is Decision.STOP:
+        decision = self._channel.recv()
+        if decision is Decision.PAUSE:
+            decision = self._pause(path)
+        if decision is Decision.STOP:
             raise TrialStopped
+
+    def _pause(self, checkpoint_path: str | None) -> Decision:
+        """Pause as the runner asked: by checkpoint if there is one for this very iteration
+        (so a resume repeats nothing), else by waiting here until resumed or stopped."""
+        path = checkpoint_path or self._checkpoint_now()
+        if path is not None:
+            self._channel.send(("paused", path))
+            raise TrialPaused
+        self._channel.send(("suspended",))
+        decision = self._channel.recv()
+        while decision is Decision.PAUSE:
+            decision = self._channel.recv()
+        return decision
+
+    def _checkpoint_now(self) -> str | None:
+        if self.checkpoint_on_demand is None:
+            return None
+        checkpoint = self.checkpoint_on_demand()
+        return None if checkpoint is None else self._save_checkpoint(checkpoint)
 
     def get_checkpoint(self) -> Any:
         """The checkpoint the trial was started from, or None on a fresh start."""

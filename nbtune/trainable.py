@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nbtune.session import Channel, TrialSession, TrialStopped
+from nbtune.session import Channel, TrialPaused, TrialSession, TrialStopped
 
 
 class Trainable:
@@ -92,6 +92,8 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
                 _run_function(trainable, session, launch.config)
     except TrialStopped:
         pass
+    except TrialPaused:
+        return
     except BaseException as exc:
         summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
         channel.send(("error", summary, traceback.format_exc(), session.drain_output()))
@@ -115,6 +117,7 @@ def _run_class(cls: type[Trainable], session: TrialSession, config: Mapping[str,
     trainable = cls()
     trainable.config = dict(config)
     trainable.setup(trainable.config)
+    session.checkpoint_on_demand = trainable.save_checkpoint
     try:
         checkpoint = session.get_checkpoint()
         if checkpoint is not None:

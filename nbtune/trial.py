@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from nbtune.errors import IllegalTransitionError
+
 
 class TrialStatus(str, Enum):
     """Where a trial is in its life.
@@ -50,10 +52,6 @@ _TRANSITIONS: dict[TrialStatus, frozenset[TrialStatus]] = {
 }
 
 
-class IllegalTransitionError(RuntimeError):
-    """A trial was asked to move to a status it cannot reach from where it is."""
-
-
 @dataclass(frozen=True)
 class Trial:
     """One configuration's record.
@@ -70,6 +68,10 @@ class Trial:
         runtime_s: seconds spent running, summed over every time it ran.
         started_at: wall-clock time (epoch seconds) it last started running.
         error: one-line summary of the error that ended it, if any.
+        paused_by: how a PAUSED trial waits: "checkpoint" (its worker is free; it resumes
+            from its checkpoint), "suspend" (it cannot checkpoint, so it waits inside
+            `report()` and keeps its worker) or "queue" (it had not started yet).
+        parent: the trial it was forked from, if any.
     """
 
     trial_id: int
@@ -83,6 +85,8 @@ class Trial:
     runtime_s: float = 0.0
     started_at: float | None = None
     error: str | None = None
+    paused_by: str | None = None
+    parent: int | None = None
 
     def evolve(self, **changes: Any) -> Trial:
         """Return a copy with `changes` applied; a status change must be a legal transition."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import cloudpickle
 
+from nbtune.errors import TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
 from nbtune.executors.loky import LokyExecutor
@@ -33,10 +34,6 @@ from nbtune.trainable import is_class_trainable
 from nbtune.trial import Trial
 
 _NAME = re.compile(r"^[\w.\-]+$")
-
-
-class TrialNotFoundError(LookupError):
-    """A trial id that the experiment does not have."""
 
 
 class Tuner(ResultsView):

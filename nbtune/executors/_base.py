@@ -44,6 +44,18 @@ class WorkerDone(WorkerEvent):
 
 
 @dataclass(frozen=True)
+class WorkerPaused(WorkerEvent):
+    """The trial saved `checkpoint` (an absolute path) and left its worker, to resume later."""
+
+    checkpoint: str
+
+
+@dataclass(frozen=True)
+class WorkerSuspended(WorkerEvent):
+    """The trial cannot checkpoint, so it waits inside `report()`, holding its worker."""
+
+
+@dataclass(frozen=True)
 class WorkerFailed(WorkerEvent):
     """The trainable raised; `error` is one line, `traceback` the full text."""
 
@@ -59,16 +71,21 @@ class WorkerLost(WorkerEvent):
     error: str
 
 
+_MESSAGES: dict[str, type[WorkerEvent]] = {
+    "result": WorkerResult,
+    "suspended": WorkerSuspended,
+    "paused": WorkerPaused,
+    "done": WorkerDone,
+    "error": WorkerFailed,
+}
+ONGOING = ("result", "suspended")
+"""Messages after which the trial still holds its worker; every other one is its last."""
+
+
 def event_from_message(trial_id: int, message: tuple) -> WorkerEvent:
     """Turn a worker's wire message (see `nbtune.session`) into a `WorkerEvent`."""
     kind, *fields = message
-    if kind == "result":
-        return WorkerResult(trial_id, *fields)
-    if kind == "done":
-        return WorkerDone(trial_id, *fields)
-    if kind == "error":
-        return WorkerFailed(trial_id, *fields)
-    raise ValueError(f"unknown worker message {kind!r} from trial {trial_id}")
+    return _MESSAGES[kind](trial_id, *fields)
 
 
 class Executor:
@@ -108,6 +125,9 @@ class Executor:
     def wakeup(self) -> None:
         """Make a `poll` that is blocked in another thread return now. Thread-safe."""
         raise NotImplementedError
+
+    def resize(self, max_workers: int) -> None:
+        """Make room for `max_workers` trials at a time (the run's concurrency changed)."""
 
     def kill(self, trial_id: int) -> None:
         """End one trial at once, if `can_kill_trial`."""

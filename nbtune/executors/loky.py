@@ -35,7 +35,13 @@ import cloudpickle
 from joblib.externals.loky import ProcessPoolExecutor
 from joblib.externals.loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
-from nbtune.executors._base import Executor, WorkerEvent, WorkerLost, event_from_message
+from nbtune.executors._base import (
+    ONGOING,
+    Executor,
+    WorkerEvent,
+    WorkerLost,
+    event_from_message,
+)
 from nbtune.schedulers._base import Decision
 from nbtune.trainable import TrialLaunch, run_trial
 
@@ -126,6 +132,10 @@ class LokyExecutor(Executor):
         self._launches[launch.trial_id] = launch
         self._submit(launch)
 
+    def resize(self, max_workers: int) -> None:
+        if max_workers > self._pool._max_workers:
+            self._pool = _shared_pool(max_workers)
+
     def _submit(self, launch: TrialLaunch) -> None:
         args = (_run_in_worker, self._payload, launch, self._address, self._authkey)
         try:
@@ -180,7 +190,7 @@ class LokyExecutor(Executor):
                 return []
             self._ended(trial_id)
             return [WorkerLost(trial_id, "its worker process died")]
-        if message[0] != "result":
+        if message[0] not in ONGOING:
             self._ended(trial_id)
             self._forget(connection)
         return [event_from_message(trial_id, message)]

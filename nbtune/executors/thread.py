@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from nbtune.executors._base import Executor, WorkerEvent, event_from_message
+from nbtune.executors._base import ONGOING, Executor, WorkerEvent, event_from_message
 from nbtune.schedulers._base import Decision
 from nbtune.trainable import TrialLaunch, run_trial
 
@@ -71,7 +71,7 @@ class ThreadExecutor(Executor):
 
     def _to_event(self, trial_id: int, message: tuple) -> WorkerEvent:
         event = event_from_message(trial_id, message)
-        if message[0] != "result":
+        if message[0] not in ONGOING:
             self._channels.pop(trial_id, None)
         return event
 
