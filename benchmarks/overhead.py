@@ -2,8 +2,8 @@
 
 Prints one JSON line per figure on stdout, for example:
 
-    {"figure": "dispatch_warm", "value": 812.3, "unit": "trials/s", "target": ">= 500",
-     "passed": true, ...}
+    {"figure": "report_latency_p95", "value": 0.24, "unit": "ms", "target": "< 2",
+     "passed": true, "median_ms": 0.1, ...}
 
 Every figure runs in a fresh Python process of its own (`--figure all`, the default, starts
 one subprocess per figure), so each starts on a cold loky pool and its memory and CPU
@@ -403,50 +403,67 @@ def figure_latency(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
     ]
 
 
+@dataclass(frozen=True)
+class Startup:
+    """How fast one run got going.
+
+    Attributes:
+        trial_started_s: seconds from `start()` to the first `TrialStarted` (the runner has
+            submitted the trial).
+        first_result_s: seconds from `start()` to the first `TrialResult` (a worker has run
+            the trainable).
+        worker_pid: the worker process that ran the trial.
+    """
+
+    trial_started_s: float
+    first_result_s: float
+    worker_pid: int
+
+
 def figure_startup(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
     """Seconds from `start()` to the first `TrialStarted` and `TrialResult`, cold and warm.
 
     "cold" is the first run of this process (a new worker pool), "warm" the second run; the
-    warm rows also list the same figure for a few runs after that (`later_runs_s`) and which
-    worker process ran each trial (`worker_pids`, cold run first).
+    warm rows also give the same figure for a few more runs (`later_runs_s`) and which worker
+    process ran each run's trial (`worker_pids`, from the cold run on).
     """
-    runs = [startup_times(storage, f"startup-{i}") for i in range(2 + sizes.startup_later_runs)]
-    rows = []
-    for index, pool, bound in ((0, "cold", 1.0), (1, "warm", 0.05)):
-        for field, event, note in (
-            ("trial_started", 0, "TrialStarted: the runner submitted the trial"),
-            ("first_result", 1, "TrialResult: a worker ran the trainable"),
-        ):
-            extra = {}
-            if pool == "warm":
-                extra["later_runs_s"] = [run[event] for run in runs[2:]]
-                extra["worker_pids"] = [run[2] for run in runs]
-            rows.append(
-                figure_row(
-                    f"startup_{pool}_{field}",
-                    runs[index][event],
-                    "s",
-                    Target("<", bound),
-                    **extra,
-                    note=note,
-                )
-            )
-    return rows
+    count = 2 + sizes.startup_later_runs
+    cold, warm, *later = [startup(storage, f"startup-{i}") for i in range(count)]
+    pids = [run.worker_pid for run in (cold, warm, *later)]
+    return [
+        figure_row("startup_cold_trial_started", cold.trial_started_s, "s", Target("<", 1)),
+        figure_row("startup_cold_first_result", cold.first_result_s, "s", Target("<", 1)),
+        figure_row(
+            "startup_warm_trial_started",
+            warm.trial_started_s,
+            "s",
+            Target("<", 0.05),
+            later_runs_s=[run.trial_started_s for run in later],
+            worker_pids=pids,
+        ),
+        figure_row(
+            "startup_warm_first_result",
+            warm.first_result_s,
+            "s",
+            Target("<", 0.05),
+            later_runs_s=[run.first_result_s for run in later],
+            worker_pids=pids,
+        ),
+    ]
 
 
-def startup_times(storage: str, name: str) -> tuple[float, float, int]:
-    """Run one trial that reports at once.
-
-    Returns:
-        The seconds from `start()` to its `TrialStarted` and to its `TrialResult`, and the
-        process id of the worker that ran it.
-    """
+def startup(storage: str, name: str) -> Startup:
+    """Time one run of a single trial that reports at once."""
     first = FirstEvents()
     tuner = make_tuner(hello_train, storage, name, num_samples=1, config={})
     tuner.subscribe(first)
     began = time.perf_counter()
     timed_run(tuner)
-    return first.started_at - began, first.result_at - began, first.result["worker_pid"]
+    return Startup(
+        trial_started_s=first.started_at - began,
+        first_result_s=first.result_at - began,
+        worker_pid=first.result["worker_pid"],
+    )
 
 
 def figure_idle_cpu(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
@@ -550,7 +567,7 @@ def run_figure(name: str, quick: bool) -> None:
     sizes = QUICK if quick else FULL
     with tempfile.TemporaryDirectory(prefix="nbtune-bench-") as storage:
         rows = FIGURES[name](sizes, storage)
-    load = os.getloadavg()[0]
+    load = round(os.getloadavg()[0], 2)
     for row in rows:
         row["load_1m"] = load
         if quick:

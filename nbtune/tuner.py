@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
+import copy
 import os
 import re
 import secrets
@@ -10,13 +12,16 @@ import shutil
 import sys
 import threading
 import time
+import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import cloudpickle
 
-from nbtune.errors import TrialNotFoundError
+from nbtune.errors import RunEndedError, TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
 from nbtune.executors.loky import LokyExecutor
@@ -31,9 +36,32 @@ from nbtune.space import SearchSpace
 from nbtune.stopping import StopFunction, make_stopper
 from nbtune.storage import ExperimentStorage
 from nbtune.trainable import is_class_trainable
-from nbtune.trial import Trial
+from nbtune.trial import Trial, TrialStatus
 
 _NAME = re.compile(r"^[\w.\-]+$")
+_COMMAND_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class TunerStatus:
+    """How a run stands: its state, whether it is live, and its trials counted by status."""
+
+    state: str
+    live: bool
+    counts: Mapping[str, int]
+
+    def __getattr__(self, name: str) -> int:
+        if name.upper() in TrialStatus.__members__:
+            return self.counts.get(name.upper(), 0)
+        raise AttributeError(name)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{n} {status.lower()}" for status, n in sorted(self.counts.items()))
+        return f"<{self.state}{' (live)' if self.live else ''}: {counts or 'no trials'}>"
 
 
 class Tuner(ResultsView):
@@ -179,10 +207,138 @@ class Tuner(ResultsView):
         self.start()
         self.wait()
 
-    def stop(self) -> None:
-        """End the run: no new trial starts, running trials stop at their next report."""
+    # ----- steering a live run (from any thread) -----------------------------------------------
+
+    def pause(self, *trial_ids: int | str) -> None:
+        """Pause trials: `pause(3)`, `pause(3, 5)`, or `pause("all")` (see `pause_all`).
+
+        A running trial pauses at its next report: by checkpoint if it can (its worker goes to
+        the next waiting trial), else suspended inside `report()` (it keeps its worker). A
+        waiting trial pauses at once. `dataframe()` shows which in `paused_by`.
+        """
+        if trial_ids == ("all",):
+            self.pause_all()
+            return
+        self._command(self._for_each(trial_ids, "pause_trial"))
+
+    def resume(self, *trial_ids: int | str) -> None:
+        """Resume paused trials: `resume(3)`, `resume(3, 5)` or `resume("all")`.
+
+        A checkpointed trial rejoins the queue ahead of new trials and goes on from its
+        checkpoint, its iterations continuing without a gap or a repeat; a suspended trial
+        simply continues.
+        """
+        if trial_ids == ("all",):
+            self.resume_all()
+            return
+        self._command(self._for_each(trial_ids, "resume_trial"))
+
+    def stop(self, *trial_ids: int | str, force: bool = False) -> None:
+        """End trials (`stop(4)`), or with no ids (or "all") end the whole run gracefully.
+
+        A running trial ends at its next report, keeping its results (TERMINATED).
+        `force=True` kills it at once where the executor can; where it cannot, nbtune warns
+        and the trial still stops at its next report. Ending the run saves its state and
+        releases the workers; trials paused by checkpoint stay resumable. Stopping a run
+        that has already ended does nothing.
+        """
+        if trial_ids in ((), ("all",)):
+            runner = self._started_runner()
+            if not runner.done.is_set():
+                self._command(runner.request_stop)
+            return
+        if force and not self.executor.can_kill_trial:
+            warnings.warn(
+                f"{type(self.executor).__name__} cannot kill a single trial; "
+                f"trial(s) {', '.join(map(str, trial_ids))} stop at their next report",
+                stacklevel=2,
+            )
+        self._command(self._for_each(trial_ids, "stop_trial", force=force))
+
+    def pause_all(self) -> None:
+        """Hold the whole experiment: every trial pauses and none starts until `resume_all`."""
+        self._command(self._started_runner().pause_all)
+
+    def resume_all(self) -> None:
+        """Resume every paused trial and let new trials start again."""
+        self._command(self._started_runner().resume_all)
+
+    def add_trial(self, config: Mapping[str, Any]) -> int:
+        """Queue a hand-picked configuration (it must name every parameter); return its id."""
+        self.space.check_config(config)
         runner = self._started_runner()
-        runner.call(runner.request_stop).result()
+        return self._command(lambda: runner.add_trial(copy.deepcopy(dict(config))))
+
+    def fork(self, trial_id: int, changes: Mapping[str, Any] | None = None) -> int:
+        """Start a new trial from `trial_id`'s latest checkpoint with some values changed.
+
+        For example `tuner.fork(3, {"lr": 0.005})`: hand-driven population-based training.
+        The new trial's iterations continue from the checkpoint's; its `parent` is 3.
+        Returns the new trial's id.
+        """
+        changes = dict(changes or {})
+        unknown = set(SearchSpace.flatten(changes)) - set(self.space.parameter_names)
+        if unknown:
+            raise ValueError(
+                f"fork({trial_id}, ...): {', '.join(map(repr, sorted(unknown)))} is not a "
+                f"parameter of the search space; use {', '.join(self.space.parameter_names)}"
+            )
+        runner = self._started_runner()
+
+        def fork() -> int:
+            config = _merged(runner.trial(trial_id).config, changes)
+            return runner.fork(trial_id, config)
+
+        return self._command(fork)
+
+    def set_max_concurrent(self, max_concurrent: int) -> None:
+        """Change how many trials run at once, at once (running trials are not interrupted)."""
+        max_concurrent = _positive_int("max_concurrent", max_concurrent)
+        runner = self._started_runner()
+        self._command(lambda: runner.set_max_concurrent(max_concurrent))
+        self.max_concurrent = max_concurrent
+
+    def extend(self, num_samples: int) -> None:
+        """Let the searcher suggest `num_samples` more configurations."""
+        num_samples = _positive_int("num_samples", num_samples)
+        runner = self._started_runner()
+        self._command(lambda: runner.searcher.extend(num_samples))
+
+    @property
+    def status(self) -> TunerStatus:
+        """Counts of trials by status, and whether the run is live."""
+        counts = Counter(trial.status.value for trial in self._snapshot()[0])
+        runner = self._runner
+        live = runner is not None and not runner.done.is_set()
+        return TunerStatus(state=self.state, live=live, counts=dict(counts))
+
+    def _for_each(self, trial_ids: Sequence[Any], method: str, **options: Any) -> Callable:
+        if not trial_ids:
+            raise ValueError(f"{method.split('_')[0]}() needs trial ids, e.g. (3) or (3, 5)")
+        runner = self._started_runner()
+
+        def command() -> None:
+            for trial_id in trial_ids:
+                runner.trial(trial_id)
+            for trial_id in trial_ids:
+                getattr(runner, method)(trial_id, **options)
+
+        return command
+
+    def _command(self, command: Callable[[], Any]) -> Any:
+        """Run `command` on the runner thread; wait for its acknowledgement."""
+        runner = self._started_runner()
+        if runner.done.is_set():
+            raise RunEndedError(
+                f"the run {self.name!r} has ended ({runner.state}); start a new Tuner "
+                "(or Tuner.restore) to go on"
+            )
+        try:
+            return runner.call(command).result(timeout=_COMMAND_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            raise RunEndedError(
+                f"the runner of {self.name!r} did not answer within {_COMMAND_TIMEOUT_S:.0f} s"
+            ) from None
 
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
         """Call `callback(event)` for every event from now on; returns an unsubscribe function."""
@@ -204,12 +360,11 @@ class Tuner(ResultsView):
         Raises:
             TrialNotFoundError: if there is no such trial (yet).
         """
-        trials = self._snapshot()[0]
-        known = isinstance(trial_id, int) and not isinstance(trial_id, bool)
-        if known and 0 <= trial_id < len(trials):
-            return trials[trial_id]
-        ids = f"its trials are 0 to {len(trials) - 1}" if trials else "it has no trials yet"
-        raise TrialNotFoundError(f"{self.name!r} has no trial {trial_id!r}; {ids}")
+        runner = self._runner
+        if runner is None:
+            raise TrialNotFoundError(f"there is no trial {trial_id!r}; the run has not started")
+        with runner.lock:
+            return runner.trial(trial_id)
 
     # ----- results ----------------------------------------------------------------------------
 
@@ -287,6 +442,17 @@ def _check_picklable(trainable: object) -> None:
 
 def _trainable_name(trainable: object) -> str:
     return getattr(trainable, "__name__", type(trainable).__name__)
+
+
+def _merged(config: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` with `changes` applied, nested dicts merged key by key."""
+    merged = copy.deepcopy(dict(config))
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
 
 
 def _positive_int(name: str, value: Any) -> int:

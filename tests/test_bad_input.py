@@ -102,7 +102,7 @@ def test_report_outside_a_trial():
 
 def test_an_unknown_trial_id(make_tuner):
     tuner = run(make_tuner(trainables.count_up, num_samples=3))
-    with pytest.raises(nt.TrialNotFoundError, match="'run0' has no trial 7; its trials are 0 to 2"):
+    with pytest.raises(nt.TrialNotFoundError, match="there is no trial 7; its trials are 0 to 2"):
         tuner.get_trial(7)
 
 

@@ -49,6 +49,8 @@ def test_the_readme_example(make_tuner):
         "training_iteration",
         "runtime_s",
         "error",
+        "paused_by",
+        "parent",
     ]
     assert trials["trial_id"].tolist() == list(range(20)), "grid of 2 x 10 samples"
     assert (trials["status"] == "TERMINATED").all()

@@ -94,3 +94,23 @@ class FinishesAtThree(Counter):
         result = dict(super().step())
         result["done"] = self.count == 3
         return result
+
+
+def steps(config):
+    """`steps` results every `interval` s; checkpoints each one if `checkpoint` is set."""
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["step"] if checkpoint else 0
+    for step in range(start + 1, config["steps"] + 1):
+        time.sleep(config.get("interval", 0.01))
+        saved = {"step": step} if config.get("checkpoint") else None
+        nt.report(loss=config.get("lr", 1.0) / step, step=step, checkpoint=saved)
+
+
+class OnDemand(Counter):
+    """Checkpoints only when nbtune asks (on pause), never on its own."""
+
+    checkpoint_every = 0
+
+    def step(self):
+        time.sleep(self.config.get("interval", 0.01))
+        return super().step()

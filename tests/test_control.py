@@ -1,0 +1,231 @@
+"""Steering a live run: pause, resume, stop, add, fork, concurrency, from outside the runner."""
+
+from __future__ import annotations
+
+import pytest
+import trainables
+
+import nbtune as nt
+from nbtune.events import TrialCompleted, TrialPaused, TrialResult, TrialResumed, TrialStarted
+
+N = 20
+KINDS = {
+    "checkpointing function": (trainables.steps, {"steps": N, "checkpoint": True}, "checkpoint"),
+    "function without checkpoints": (trainables.steps, {"steps": N}, "suspend"),
+    "class trainable": (trainables.OnDemand, {"scale": 1.0}, "checkpoint"),
+}
+
+
+@pytest.fixture(params=sorted(KINDS))
+def kind(request):
+    return KINDS[request.param]
+
+
+def result_of(trial_id, iteration):
+    def match(event):
+        return (
+            isinstance(event, TrialResult)
+            and event.trial_id == trial_id
+            and event.result["training_iteration"] >= iteration
+        )
+
+    return match
+
+
+def event_of(kind, trial_id):
+    return lambda event: isinstance(event, kind) and event.trial_id == trial_id
+
+
+def iterations(tuner, trial_id):
+    history = tuner.history()
+    return history.loc[history["trial_id"] == trial_id, "training_iteration"].tolist()
+
+
+def test_pause_then_resume_continues_without_gap_or_repeat(make_tuner, log, kind):
+    trainable, space, paused_by = kind
+    tuner = make_tuner(
+        trainable,
+        {**space, "x": nt.grid([0, 1])},
+        metric="loss",
+        max_concurrent=1,
+        stop={"training_iteration": N},
+        callbacks=[log],
+    )
+    tuner.start()
+    log.wait_for(result_of(0, 3))
+    tuner.pause(0)
+    log.wait_for(event_of(TrialPaused, 0))
+    trial = tuner.get_trial(0)
+    assert trial.status is nt.TrialStatus.PAUSED
+    assert trial.paused_by == paused_by
+    assert tuner.dataframe().loc[0, "paused_by"] == paused_by
+    if paused_by == "checkpoint":
+        log.wait_for(event_of(TrialStarted, 1)), "the freed worker goes to the next trial"
+    tuner.resume(0)
+    assert tuner.wait(60)
+    assert iterations(tuner, 0) == list(range(1, N + 1))
+    assert iterations(tuner, 1) == list(range(1, N + 1))
+    assert (tuner.dataframe()["status"] == "TERMINATED").all()
+    started_1 = log.index(TrialStarted, 1)
+    if paused_by == "suspend":
+        assert started_1 > log.index(TrialCompleted, 0), "a suspended trial keeps its worker"
+    else:
+        assert log.index(TrialPaused, 0) < started_1 < log.index(TrialResumed, 0)
+
+
+def test_stop_ends_a_running_or_paused_trial_and_keeps_its_results(make_tuner, log, kind):
+    trainable, space, _ = kind
+    tuner = make_tuner(
+        trainable,
+        {**space, "x": nt.grid([0, 1])},
+        metric="loss",
+        stop={"training_iteration": N},
+        callbacks=[log],
+    )
+    tuner.start()
+    log.wait_for(result_of(0, 2))
+    log.wait_for(result_of(1, 2))
+    tuner.stop(0)
+    tuner.pause(1)
+    log.wait_for(event_of(TrialPaused, 1))
+    tuner.stop(1)
+    assert tuner.wait(30), "the run ends: no trial is left to run"
+    frame = tuner.dataframe()
+    assert frame["status"].tolist() == ["TERMINATED", "TERMINATED"]
+    for trial_id in (0, 1):
+        done = frame.loc[trial_id, "training_iteration"]
+        assert 2 <= done < N
+        assert iterations(tuner, trial_id) == list(range(1, done + 1))
+
+
+def test_force_stop_says_when_the_executor_cannot_kill(make_tuner, log):
+    tuner = make_tuner(trainables.forever, {"interval": 0.01}, callbacks=[log])
+    tuner.start()
+    log.wait_for(result_of(0, 1))
+    with pytest.warns(UserWarning, match="LokyExecutor cannot kill a single trial"):
+        tuner.stop(0, force=True)
+    log.wait_for(event_of(TrialCompleted, 0))
+    assert tuner.wait(30)
+    tuner.stop()
+    assert tuner.state == "finished", "stopping an ended run changes nothing"
+
+
+def test_a_waiting_trial_pauses_at_once_and_holds_the_run_open(make_tuner, log):
+    space = {"steps": 5, "interval": 0.01, "x": nt.grid([0, 1, 2])}
+    tuner = make_tuner(trainables.steps, space, max_concurrent=1, callbacks=[log])
+    tuner.start()
+    log.wait_for(result_of(0, 1))
+    added = tuner.add_trial({"steps": 3, "interval": 0.0, "x": 9})
+    tuner.pause(added)
+    assert tuner.get_trial(added).paused_by == "queue"
+    log.wait_for(lambda event: len(log.of(TrialCompleted)) == 3)
+    assert not tuner.wait(timeout=0.2), "a paused trial keeps the run open"
+    assert tuner.status.paused == 1
+    assert tuner.status.live
+    tuner.resume(added)
+    assert tuner.wait(30)
+    assert iterations(tuner, added) == [1, 2, 3]
+
+
+def test_pause_all_holds_everything_until_resume_all(make_tuner, log):
+    space = {"steps": 10, "checkpoint": True, "x": nt.grid(range(4))}
+    tuner = make_tuner(trainables.steps, space, callbacks=[log])
+    tuner.start()
+    log.wait_for(result_of(1, 1))
+    tuner.pause_all()
+    log.wait_for(event_of(TrialPaused, 0))
+    log.wait_for(event_of(TrialPaused, 1))
+    status = tuner.status
+    assert status.running == 0
+    assert status.paused == 2 + status.pending
+    assert not log.of(TrialStarted, 2), "no trial starts while the experiment is held"
+    tuner.resume_all()
+    assert tuner.wait(30)
+    assert tuner.status.terminated == 4
+    assert tuner.history().groupby("trial_id").size().tolist() == [10] * 4
+
+
+def test_add_trial_queues_a_hand_picked_config(make_tuner, log):
+    space = {"steps": 3, "lr": nt.uniform(0.1, 1.0)}
+    tuner = make_tuner(trainables.steps, space, metric="loss", callbacks=[log])
+    tuner.start()
+    log.wait_for(event_of(TrialStarted, 0))
+    new_id = tuner.add_trial({"steps": 2, "lr": 0.5})
+    assert new_id == 1
+    assert tuner.wait(30)
+    assert tuner.get_trial(1).config == {"steps": 2, "lr": 0.5}
+    assert iterations(tuner, 1) == [1, 2]
+
+
+def test_fork_starts_from_the_parent_s_checkpoint_with_new_values(make_tuner, log):
+    space = {"steps": N, "checkpoint": True, "lr": 1.0}
+    tuner = make_tuner(trainables.steps, space, metric="loss", callbacks=[log])
+    tuner.start()
+    log.wait_for(result_of(0, 5))
+    child = tuner.fork(0, {"lr": 0.5})
+    tuner.stop(0)
+    assert tuner.wait(30)
+    forked = tuner.get_trial(child)
+    assert forked.parent == 0
+    assert forked.config == {"steps": N, "checkpoint": True, "lr": 0.5}
+    history = tuner.history().set_index(["trial_id", "training_iteration"])
+    first = iterations(tuner, child)[0]
+    assert first >= 6, "the child starts after the parent's checkpoint"
+    assert iterations(tuner, child) == list(range(first, N + 1))
+    assert history.loc[(child, first), "step"] == first
+    assert history.loc[(child, first), "loss"] == pytest.approx(0.5 / first)
+    assert tuner.dataframe().loc[child, "parent"] == 0
+
+
+def test_set_max_concurrent_takes_effect_at_once(make_tuner, log):
+    space = {"steps": 30, "interval": 0.01, "x": nt.grid(range(3))}
+    tuner = make_tuner(trainables.steps, space, max_concurrent=1, callbacks=[log])
+    tuner.start()
+    log.wait_for(result_of(0, 1))
+    assert not log.of(TrialStarted, 1)
+    tuner.set_max_concurrent(3)
+    log.wait_for(event_of(TrialStarted, 2))
+    assert not log.of(TrialCompleted), "three trials ran side by side"
+    assert tuner.wait(30)
+
+
+def test_extend_samples_more_configurations(make_tuner):
+    tuner = make_tuner(trainables.steps, {"steps": 20, "lr": nt.uniform(0, 1)}, num_samples=2)
+    tuner.start()
+    tuner.extend(3)
+    assert tuner.wait(30)
+    assert tuner.status.terminated == 5
+
+
+@pytest.mark.parametrize(
+    ("command", "error", "message"),
+    [
+        (lambda t: t.resume(1), nt.IllegalTransitionError, "trial 1 is TERMINATED; only a paused"),
+        (lambda t: t.pause(9), nt.TrialNotFoundError, "there is no trial 9; its trials are 0 to 1"),
+        (lambda t: t.stop(1), nt.IllegalTransitionError, "trial 1 has already ended"),
+        (lambda t: t.fork(0), nt.IllegalTransitionError, "trial 0 has no checkpoint to fork"),
+        (lambda t: t.fork(0, {"lrr": 1}), ValueError, "'lrr' is not a parameter"),
+        (lambda t: t.add_trial({"lr": 1}), ValueError, "config does not fit the search space"),
+        (lambda t: t.pause(), ValueError, "pause.. needs trial ids"),
+    ],
+)
+def test_impossible_commands_say_why(make_tuner, log, command, error, message):
+    space = {"steps": 50, "interval": 0.01, "x": nt.grid([0, 1])}
+    tuner = make_tuner(trainables.steps, space, callbacks=[log])
+    tuner.start()
+    log.wait_for(event_of(TrialStarted, 1))
+    tuner.stop(1)
+    log.wait_for(event_of(TrialCompleted, 1))
+    with pytest.raises(error, match=message):
+        command(tuner)
+    tuner.stop()
+    assert tuner.wait(30)
+
+
+def test_commands_on_an_ended_run(make_tuner):
+    tuner = make_tuner(trainables.steps, {"steps": 1})
+    tuner.start()
+    assert tuner.wait(30)
+    with pytest.raises(nt.RunEndedError, match="has ended .finished.; start a new Tuner"):
+        tuner.pause(0)
+    assert not tuner.status.live
