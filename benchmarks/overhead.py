@@ -11,7 +11,7 @@ readings see nothing of the other figures. Figures that need a warm pool ("warm"
 name) make a second run in that same process, after the cold one.
 
 Usage:
-    python benchmarks/overhead.py                      # every figure (about a minute)
+    python benchmarks/overhead.py                      # every figure (under a minute)
     python benchmarks/overhead.py --figure latency     # one figure, in this process
     python benchmarks/overhead.py --quick              # small sizes: a smoke test
 """
@@ -39,6 +39,7 @@ from nbtune.events import Event, TrialResult, TrialStarted
 
 WORKERS = 2
 """Worker processes (and `max_concurrent`) of every run."""
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # ----- trainables: at module level, so that cloudpickle can ship them to loky workers --------
 
@@ -213,6 +214,9 @@ def persisted_results(tuner: nt.Tuner) -> int:
         return sum(1 for _ in log)
 
 
+# ----- reading the machine -------------------------------------------------------------------
+
+
 def rss_mb() -> float:
     """This process's resident set size (VmRSS), in MB."""
     with open("/proc/self/status", encoding="ascii") as status:
@@ -226,6 +230,52 @@ def percentile(values: list[float], fraction: float) -> float:
     """The `fraction` quantile of `values` (nearest rank)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+class OtherCpu:
+    """Measures the CPU that other processes use from now on: the benchmark's noise.
+
+    "Other" is every process but this one and its children (the loky workers, which live as
+    long as this process), read from /proc/stat and /proc/<pid>/stat.
+    """
+
+    def __init__(self) -> None:
+        self._began = time.perf_counter()
+        self._machine = machine_cpu_s()
+        self._own = own_cpu_s()
+
+    def percent(self) -> float:
+        """Other processes' CPU since this object was made, in % of one core."""
+        wall = time.perf_counter() - self._began
+        other = (machine_cpu_s() - self._machine) - (own_cpu_s() - self._own)
+        return max(0.0, 100 * other / wall)
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds that all processes have used since boot (user, nice and system time)."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        user, nice, system = (int(field) for field in stat.readline().split()[1:4])
+    return (user + nice + system) / _CLOCK_TICKS
+
+
+def own_cpu_s() -> float:
+    """CPU seconds used by this process and its living children."""
+    total = time.process_time()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            total += _child_cpu_s(entry / "stat")
+    return total
+
+
+def _child_cpu_s(stat_path: Path) -> float:
+    """The CPU seconds of the process `stat_path` describes, if it is a child of this one."""
+    try:
+        fields = stat_path.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    if int(fields[1]) != os.getpid():
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 # ----- subscribers --------------------------------------------------------------------------------
@@ -560,16 +610,17 @@ FIGURES: dict[str, Callable[[Sizes, str], list[dict[str, Any]]]] = {
 def run_figure(name: str, quick: bool) -> None:
     """Measure one figure in this process and print its JSON lines.
 
-    Each line also gets `load_1m`, the machine's load average over the last minute: the
-    benchmark itself makes about `WORKERS` + 1, so a much higher value means that other
-    processes competed for the CPU and the timings are not to be trusted.
+    Each line also gets `other_cpu_pct`: the CPU that processes other than this one and its
+    workers used while the figure ran, in % of one core. On a shared machine a high value
+    (tens of %) means that something competed for the cores and the timings are suspect.
     """
     sizes = QUICK if quick else FULL
+    others = OtherCpu()
     with tempfile.TemporaryDirectory(prefix="nbtune-bench-") as storage:
         rows = FIGURES[name](sizes, storage)
-    load = round(os.getloadavg()[0], 2)
+    other_cpu_pct = others.percent()
     for row in rows:
-        row["load_1m"] = load
+        row["other_cpu_pct"] = _rounded(other_cpu_pct)
         if quick:
             row["quick"] = True
         print(json.dumps(row), flush=True)
