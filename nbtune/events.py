@@ -32,7 +32,10 @@ class TrialAdded(Event):
 
 @dataclass(frozen=True)
 class TrialStarted(Event):
-    """A trial got a worker; `restored_from` is the checkpoint's iteration when it resumed."""
+    """A trial went to the executor, and runs as soon as a worker takes it.
+
+    `restored_from` is the iteration of the checkpoint it starts from, if any.
+    """
 
     trial_id: int
     restored_from: int | None = None

@@ -7,19 +7,21 @@ same trial records and result rows.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus, better_of
 
-_STATUS_DTYPE = pd.CategoricalDtype([status.value for status in TrialStatus])
+if TYPE_CHECKING:
+    import pandas as pd
+
 RESULT_KEYS = ("trial_id", "training_iteration", "timestamp", "time_total_s")
 
 
 def trials_frame(trials: Sequence[Trial], metric: str | None, mode: str) -> pd.DataFrame:
     """One row per trial: id, status, `config/<param>` columns, metric (last and best), ..."""
+    import pandas as pd  # imported here so that workers and `import nbtune` stay light
+
     rows = []
     for trial in trials:
         row: dict[str, Any] = {"trial_id": trial.trial_id, "status": trial.status.value}
@@ -45,9 +47,11 @@ def _trial_columns(rows: list[dict[str, Any]], metric: str | None) -> list[str]:
 
 
 def _trial_dtypes(metric: str | None) -> dict[str, Any]:
+    import pandas as pd
+
     dtypes: dict[str, Any] = {
         "trial_id": "int64",
-        "status": _STATUS_DTYPE,
+        "status": pd.CategoricalDtype([status.value for status in TrialStatus]),
         "training_iteration": "int64",
         "runtime_s": "float64",
         "error": "string",
@@ -62,6 +66,8 @@ def _trial_dtypes(metric: str | None) -> dict[str, Any]:
 
 def history_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per result: trial id, iteration, every reported metric, timestamps."""
+    import pandas as pd
+
     frame = pd.DataFrame.from_records(rows)
     if frame.empty:
         return pd.DataFrame({key: pd.Series(dtype="float64") for key in RESULT_KEYS}).astype(

@@ -19,6 +19,7 @@ wakes it at once.
 
 from __future__ import annotations
 
+import math
 import numbers
 import queue
 import threading
@@ -59,6 +60,7 @@ from nbtune.trial import Trial, TrialStatus, better_of
 
 _IDLE_POLL_S = 1.0
 _STOP_GRACE_S = 10.0
+_SAVE_STATE_EVERY_S = 1.0
 
 
 class TrialRunner:
@@ -114,6 +116,7 @@ class TrialRunner:
         self._stopping: str | None = None
         self._stopping_since = 0.0
         self._closed = False
+        self._state_saved_at = -math.inf
         self._paused_all = False
         self._pause_requested: set[int] = set()
         self._pausing: set[int] = set()
@@ -253,9 +256,16 @@ class TrialRunner:
         else:
             self._queue.insert(self._first_fresh_in_queue(), trial.trial_id)
         self.scheduler.on_trial_add(trial)
-        self.storage.write_state(self.saved_state())
+        self._save_state_now_and_then()
         self.bus.publish(TrialAdded(trial.trial_id, trial.config))
         return trial.trial_id
+
+    def _save_state_now_and_then(self) -> None:
+        """Save the searcher and scheduler at most once a second (and at the end of the run)."""
+        now = time.monotonic()
+        if now - self._state_saved_at >= _SAVE_STATE_EVERY_S:
+            self._state_saved_at = now
+            self.storage.write_state(self.saved_state())
 
     def saved_state(self) -> dict[str, Any]:
         """What `restore` needs beyond the trial journal: the searcher and the scheduler."""

@@ -26,9 +26,11 @@ import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 SEPARATOR = "/"
 
@@ -260,6 +262,8 @@ class SearchSpace:
         """
         if index < 0 or seed < 0:
             raise ValueError(f"config(index={index}, seed={seed}): both must be >= 0")
+        import numpy as np  # here, so that worker processes never need it
+
         rng = np.random.default_rng([seed, index])
         values = self._grid_point(index)
         for name, leaf in self._leaves.items():

@@ -23,7 +23,7 @@ import json
 import os
 import warnings
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +71,9 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
 
 
 def _trial_to_record(trial: Trial) -> dict[str, Any]:
-    record = asdict(trial)
+    """The trial as a journal line; its last result is in the result log already."""
+    record = {f.name: getattr(trial, f.name) for f in fields(trial) if f.name != "last_result"}
     record["status"] = trial.status.value
-    del record["last_result"]
     return record
 
 

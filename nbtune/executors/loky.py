@@ -58,8 +58,18 @@ def _shared_pool(max_workers: int, *, replace_broken: ProcessPoolExecutor | None
         pool = _pools.get(max_workers)
         if pool is None or pool is replace_broken:
             pool = ProcessPoolExecutor(max_workers=max_workers, timeout=_IDLE_WORKER_TIMEOUT_S)
+            for _ in range(max_workers):
+                pool.submit(_warm_up)
             _pools[max_workers] = pool
         return pool
+
+
+def _warm_up() -> None:
+    """Give each new worker nbtune's modules before its first trial: a warm start.
+
+    Unpickling this task imports them, which keeps one worker busy while the next takes the
+    next warm-up task, so every worker gets one.
+    """
 
 
 @atexit.register
