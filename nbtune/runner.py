@@ -122,6 +122,7 @@ class TrialRunner:
         self._pausing: set[int] = set()
         self._resume_on_arrival: set[int] = set()
         self._stop_requested: set[int] = set()
+        self._requeue_requested: set[int] = set()
 
     # ----- talking to the runner from other threads -------------------------------------------
 
@@ -410,7 +411,8 @@ class TrialRunner:
             self._end(trial, TrialStatus.TERMINATED)
             return
         self._to_paused(trial, "checkpoint")
-        if trial_id in self._resume_on_arrival:
+        if trial_id in self._resume_on_arrival or trial_id in self._requeue_requested:
+            self._requeue_requested.discard(trial_id)
             self.resume_trial(trial_id)
 
     def _on_suspended(self, event: WorkerSuspended) -> None:
@@ -419,6 +421,10 @@ class TrialRunner:
         self._pausing.discard(trial_id)
         trial = self.trials[trial_id]
         if trial.status is not TrialStatus.RUNNING:
+            return
+        if trial_id in self._requeue_requested:
+            self._requeue_requested.discard(trial_id)
+            self.executor.reply(trial_id, Decision.CONTINUE)
             return
         self._to_paused(trial, "suspend")
         if trial_id in self._stop_requested or self._stopping is not None:
@@ -467,7 +473,12 @@ class TrialRunner:
             self._occupied.clear()
 
     def _forget_requests(self, trial_id: int) -> None:
-        for requests in (self._pause_requested, self._resume_on_arrival, self._stop_requested):
+        for requests in (
+            self._pause_requested,
+            self._resume_on_arrival,
+            self._stop_requested,
+            self._requeue_requested,
+        ):
             requests.discard(trial_id)
         if trial_id in self._queue:
             self._queue.remove(trial_id)
@@ -491,6 +502,7 @@ class TrialRunner:
         trial = self.trial(trial_id)
         if trial.status is TrialStatus.RUNNING:
             self._resume_on_arrival.discard(trial_id)
+            self._requeue_requested.discard(trial_id)
             if trial_id not in self._pausing:
                 self._pause_requested.add(trial_id)
         elif trial.status is TrialStatus.PENDING:
@@ -506,8 +518,8 @@ class TrialRunner:
         """Resume a paused trial: in its worker if suspended, else from its checkpoint."""
         trial = self.trial(trial_id)
         if trial.status is TrialStatus.RUNNING:
-            self._pause_requested.discard(trial_id)
-            if trial_id in self._pausing:
+            self._cancel_user_pause(trial_id)
+            if trial_id in self._pausing and trial_id not in self._requeue_requested:
                 self._resume_on_arrival.add(trial_id)
             return
         if trial.status is not TrialStatus.PAUSED:
@@ -553,7 +565,12 @@ class TrialRunner:
         for trial in list(self.trials.values()):
             if trial.status is TrialStatus.PAUSED or trial.trial_id in self._pausing:
                 self.resume_trial(trial.trial_id)
-            self._pause_requested.discard(trial.trial_id)
+            self._cancel_user_pause(trial.trial_id)
+
+    def _cancel_user_pause(self, trial_id: int) -> None:
+        """Drop a pause the user asked for (not one that makes room under a lower limit)."""
+        if trial_id not in self._requeue_requested:
+            self._pause_requested.discard(trial_id)
 
     def fork(self, trial_id: int, config: Mapping[str, Any]) -> int:
         """Start a new trial with `config` from trial `trial_id`'s latest checkpoint."""
@@ -566,9 +583,30 @@ class TrialRunner:
         return self.add_trial(config, parent=parent)
 
     def set_max_concurrent(self, max_concurrent: int) -> None:
-        """Change how many trials run at once; running trials beyond it finish undisturbed."""
+        """Change how many trials run at once.
+
+        Above the new limit, the most recently started trials give back their workers at their
+        next report: by checkpoint, going back to the head of the queue. A trial that cannot
+        checkpoint keeps its worker until it ends.
+        """
         self.max_concurrent = max_concurrent
         self.executor.resize(max_concurrent)
+        user_pauses = self._pause_requested - self._requeue_requested
+        leaving = {*self._pausing, *user_pauses, *self._stop_requested}
+        running = [
+            trial
+            for trial in self.trials.values()
+            if trial.status is TrialStatus.RUNNING and trial.trial_id not in leaving
+        ]
+        running.sort(key=lambda trial: trial.started_at or 0.0, reverse=True)
+        excess = len(self._occupied) - len(leaving & self._occupied) - max_concurrent
+        for trial in running[: max(0, excess)]:
+            self._requeue_requested.add(trial.trial_id)
+            self._pause_requested.add(trial.trial_id)
+        for trial in running[max(0, excess) :]:
+            if trial.trial_id in self._requeue_requested:
+                self._requeue_requested.discard(trial.trial_id)
+                self._pause_requested.discard(trial.trial_id)
 
     # ----- bookkeeping ------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ class TunerStatus:
     state: str
     live: bool
     counts: Mapping[str, int]
+    max_concurrent: int
 
     def __getattr__(self, name: str) -> int:
         if name.upper() in TrialStatus.__members__:
@@ -310,7 +311,8 @@ class Tuner(ResultsView):
         counts = Counter(trial.status.value for trial in self._snapshot()[0])
         runner = self._runner
         live = runner is not None and not runner.done.is_set()
-        return TunerStatus(state=self.state, live=live, counts=dict(counts))
+        limit = self.max_concurrent if runner is None else runner.max_concurrent
+        return TunerStatus(self.state, live, dict(counts), limit)
 
     def _for_each(self, trial_ids: Sequence[Any], method: str, **options: Any) -> Callable:
         if not trial_ids:

@@ -189,6 +189,22 @@ def test_set_max_concurrent_takes_effect_at_once(make_tuner, log):
     assert tuner.wait(30)
 
 
+def test_lowering_max_concurrent_sends_the_newest_trials_back_to_the_queue(make_tuner, log):
+    space = {"steps": 15, "checkpoint": True, "x": nt.grid(range(3))}
+    tuner = make_tuner(trainables.steps, space, metric="loss", max_concurrent=3, callbacks=[log])
+    tuner.start()
+    for trial_id in range(3):
+        log.wait_for(result_of(trial_id, 1))
+    tuner.set_max_concurrent(1)
+    log.wait_for(lambda event: len(log.of(TrialPaused)) == 2)
+    assert tuner.status.running == 1
+    assert tuner.status.pending == 2, "sent back to the queue, not paused for the user"
+    assert tuner.wait(30)
+    history = tuner.history()
+    assert (history["step"] == history["training_iteration"]).all(), "no work repeated"
+    assert tuner.status.terminated == 3
+
+
 def test_extend_samples_more_configurations(make_tuner):
     tuner = make_tuner(trainables.steps, {"steps": 20, "lr": nt.uniform(0, 1)}, num_samples=2)
     tuner.start()

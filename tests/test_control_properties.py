@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import nbtune as nt
-from nbtune.events import TrialResult
+from nbtune.events import TrialResult, TrialStarted
 
 DOCUMENTED = (nt.IllegalTransitionError, nt.TrialNotFoundError, nt.RunEndedError)
 trial_ids = st.integers(min_value=0, max_value=7)
@@ -50,6 +50,10 @@ class LiveRun(RuleBasedStateMachine):
         self.sent = []
 
     def check_order(self, event):
+        if isinstance(event, TrialStarted):
+            status = self.tuner.status
+            if status.running > status.max_concurrent:
+                self.violations.append(f"{status.running} running, limit {status.max_concurrent}")
         if isinstance(event, TrialResult):
             with self.progress:
                 self.results += 1
@@ -94,16 +98,16 @@ class LiveRun(RuleBasedStateMachine):
     def add_trial(self, x):
         self.send(self.tuner.add_trial, {"steps": 5, "interval": 0.003, "checkpoint": True, "x": x})
 
+    @rule(limit=st.integers(1, 3))
+    def set_max_concurrent(self, limit):
+        self.send(self.tuner.set_max_concurrent, limit)
+
     @rule(trial_id=trial_ids)
     def fork(self, trial_id):
         self.send(self.tuner.fork, trial_id, {"x": 0.5})
 
     @invariant()
-    def never_more_running_than_allowed(self):
-        assert self.tuner.status.running <= self.tuner.max_concurrent
-
-    @invariant()
-    def results_come_in_order(self):
+    def results_in_order_and_no_trial_starts_above_the_limit(self):
         assert self.violations == []
 
     def teardown(self):
