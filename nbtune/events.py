@@ -82,6 +82,15 @@ class TrialOutput(Event):
 
 
 @dataclass(frozen=True)
+class CommandApplied(Event):
+    """A user's command (`pause`, `fork`, ...) reached the runner; `error` if it was refused."""
+
+    command: str
+    arguments: Mapping[str, Any]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class ExperimentDone(Event):
     """The runner has stopped; `state` is "finished", "stopped" or "failed"."""
 

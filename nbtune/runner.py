@@ -30,6 +30,7 @@ from typing import Any
 
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.events import (
+    CommandApplied,
     EventBus,
     ExperimentDone,
     TrialAdded,
@@ -489,6 +490,20 @@ class TrialRunner:
             self.bus.publish(TrialOutput(trial_id, output))
 
     # ----- commands (run on the runner thread through `call`) ---------------------------------
+
+    def apply_command(
+        self, name: str, arguments: Mapping[str, Any], command: Callable[[], Any]
+    ) -> Any:
+        """Run a user's command; log it, and whether it failed, on disk and on the bus."""
+        error = None
+        try:
+            return command()
+        except Exception as exc:
+            error = str(exc)
+            raise
+        finally:
+            self.storage.append_command(name, arguments, error)
+            self.bus.publish(CommandApplied(name, dict(arguments), error))
 
     def trial(self, trial_id: Any) -> Trial:
         """The trial with `trial_id`, or a TrialNotFoundError that lists the valid ids."""

@@ -6,6 +6,7 @@
         results.jsonl          the result log: one JSON line per reported result
         trials.jsonl           the trial journal: one JSON line per change of a trial
         trials.json            a compacted snapshot of the journal, and where it stopped
+        commands.jsonl         the user's commands (pause, fork, ...) in the order applied
         trials/<id>/checkpoints/checkpoint_<iteration>.pkl
         trials/<id>/error.txt  tracebacks
         trials/<id>/output.log what the trial printed
@@ -21,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import fields
@@ -104,6 +106,7 @@ class ExperimentStorage:
         """Open the result log and the trial journal for appending."""
         self._results = open(self.path / "results.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._journal = open(self.path / "trials.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._commands = open(self.path / "commands.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._journal_lines = 0
 
     def append_result(self, row: Mapping[str, Any]) -> None:
@@ -132,6 +135,12 @@ class ExperimentStorage:
         write_atomically(self.path / "trials.json", dumps(snapshot).encode())
         self._journal_lines = 0
 
+    def append_command(self, name: str, arguments: Mapping[str, Any], error: str | None) -> None:
+        """Log a user's command (and its error, if it was refused) to `commands.jsonl`."""
+        line = {"timestamp": time.time(), "command": name, "arguments": arguments, "error": error}
+        self._commands.write(dumps(line) + "\n")
+        self._commands.flush()
+
     def write_state(self, state: Any) -> None:
         write_atomically(self.path / "state.pkl", cloudpickle.dumps(state))
 
@@ -149,7 +158,7 @@ class ExperimentStorage:
             file.write(text)
 
     def close(self) -> None:
-        for log in (self._results, self._journal):
+        for log in (self._results, self._journal, self._commands):
             log.flush()
             os.fsync(log.fileno())
             log.close()

@@ -220,7 +220,7 @@ class Tuner(ResultsView):
         if trial_ids == ("all",):
             self.pause_all()
             return
-        self._command(self._for_each(trial_ids, "pause_trial"))
+        self._command("pause", self._for_each(trial_ids, "pause_trial"), trial_ids=trial_ids)
 
     def resume(self, *trial_ids: int | str) -> None:
         """Resume paused trials: `resume(3)`, `resume(3, 5)` or `resume("all")`.
@@ -232,7 +232,7 @@ class Tuner(ResultsView):
         if trial_ids == ("all",):
             self.resume_all()
             return
-        self._command(self._for_each(trial_ids, "resume_trial"))
+        self._command("resume", self._for_each(trial_ids, "resume_trial"), trial_ids=trial_ids)
 
     def stop(self, *trial_ids: int | str, force: bool = False) -> None:
         """End trials (`stop(4)`), or with no ids (or "all") end the whole run gracefully.
@@ -246,7 +246,7 @@ class Tuner(ResultsView):
         if trial_ids in ((), ("all",)):
             runner = self._started_runner()
             if not runner.done.is_set():
-                self._command(runner.request_stop)
+                self._command("stop_run", runner.request_stop)
             return
         if force and not self.executor.can_kill_trial:
             warnings.warn(
@@ -254,21 +254,23 @@ class Tuner(ResultsView):
                 f"trial(s) {', '.join(map(str, trial_ids))} stop at their next report",
                 stacklevel=2,
             )
-        self._command(self._for_each(trial_ids, "stop_trial", force=force))
+        command = self._for_each(trial_ids, "stop_trial", force=force)
+        self._command("stop", command, trial_ids=trial_ids, force=force)
 
     def pause_all(self) -> None:
         """Hold the whole experiment: every trial pauses and none starts until `resume_all`."""
-        self._command(self._started_runner().pause_all)
+        self._command("pause_all", self._started_runner().pause_all)
 
     def resume_all(self) -> None:
         """Resume every paused trial and let new trials start again."""
-        self._command(self._started_runner().resume_all)
+        self._command("resume_all", self._started_runner().resume_all)
 
     def add_trial(self, config: Mapping[str, Any]) -> int:
         """Queue a hand-picked configuration (it must name every parameter); return its id."""
         self.space.check_config(config)
         runner = self._started_runner()
-        return self._command(lambda: runner.add_trial(copy.deepcopy(dict(config))))
+        config = copy.deepcopy(dict(config))
+        return self._command("add_trial", lambda: runner.add_trial(config), config=config)
 
     def fork(self, trial_id: int, changes: Mapping[str, Any] | None = None) -> int:
         """Start a new trial from `trial_id`'s latest checkpoint with some values changed.
@@ -290,20 +292,26 @@ class Tuner(ResultsView):
             config = _merged(runner.trial(trial_id).config, changes)
             return runner.fork(trial_id, config)
 
-        return self._command(fork)
+        return self._command("fork", fork, trial_id=trial_id, changes=changes)
 
     def set_max_concurrent(self, max_concurrent: int) -> None:
         """Change how many trials run at once, at once (running trials are not interrupted)."""
         max_concurrent = _positive_int("max_concurrent", max_concurrent)
         runner = self._started_runner()
-        self._command(lambda: runner.set_max_concurrent(max_concurrent))
+        self._command(
+            "set_max_concurrent",
+            lambda: runner.set_max_concurrent(max_concurrent),
+            max_concurrent=max_concurrent,
+        )
         self.max_concurrent = max_concurrent
 
     def extend(self, num_samples: int) -> None:
         """Let the searcher suggest `num_samples` more configurations."""
         num_samples = _positive_int("num_samples", num_samples)
         runner = self._started_runner()
-        self._command(lambda: runner.searcher.extend(num_samples))
+        self._command(
+            "extend", lambda: runner.searcher.extend(num_samples), num_samples=num_samples
+        )
 
     @property
     def status(self) -> TunerStatus:
@@ -327,8 +335,8 @@ class Tuner(ResultsView):
 
         return command
 
-    def _command(self, command: Callable[[], Any]) -> Any:
-        """Run `command` on the runner thread; wait for its acknowledgement."""
+    def _command(self, name: str, command: Callable[[], Any], **arguments: Any) -> Any:
+        """Run `command` on the runner thread, logged as `name(**arguments)`; wait for it."""
         runner = self._started_runner()
         if runner.done.is_set():
             raise RunEndedError(
@@ -336,7 +344,8 @@ class Tuner(ResultsView):
                 "(or Tuner.restore) to go on"
             )
         try:
-            return runner.call(command).result(timeout=_COMMAND_TIMEOUT_S)
+            future = runner.call(lambda: runner.apply_command(name, arguments, command))
+            return future.result(timeout=_COMMAND_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             raise RunEndedError(
                 f"the runner of {self.name!r} did not answer within {_COMMAND_TIMEOUT_S:.0f} s"

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import trainables
 
 import nbtune as nt
-from nbtune.events import TrialCompleted, TrialPaused, TrialResult, TrialResumed, TrialStarted
+from nbtune.events import (
+    CommandApplied,
+    TrialCompleted,
+    TrialPaused,
+    TrialResult,
+    TrialResumed,
+    TrialStarted,
+)
 
 N = 20
 KINDS = {
@@ -245,3 +254,27 @@ def test_commands_on_an_ended_run(make_tuner):
     with pytest.raises(nt.RunEndedError, match="has ended .finished.; start a new Tuner"):
         tuner.pause(0)
     assert not tuner.status.live
+
+
+def test_every_command_is_logged_on_disk_and_on_the_bus(make_tuner, log):
+    space = {"steps": 30, "checkpoint": True, "x": nt.grid([0, 1])}
+    tuner = make_tuner(trainables.steps, space, callbacks=[log])
+    tuner.start()
+    log.wait_for(result_of(0, 1))
+    tuner.pause(0)
+    with pytest.raises(nt.TrialNotFoundError):
+        tuner.stop(42)
+    tuner.resume(0)
+    tuner.set_max_concurrent(1)
+    assert tuner.wait(30)
+    lines = [json.loads(line) for line in (tuner.path / "commands.jsonl").read_text().splitlines()]
+    assert [(line["command"], line["error"] is None) for line in lines] == [
+        ("pause", True),
+        ("stop", False),
+        ("resume", True),
+        ("set_max_concurrent", True),
+    ]
+    assert lines[1]["arguments"] == {"trial_ids": [42], "force": False}
+    assert [event.command for event in log.of(CommandApplied)] == [
+        line["command"] for line in lines
+    ]
