@@ -278,3 +278,29 @@ def test_every_command_is_logged_on_disk_and_on_the_bus(make_tuner, log):
     assert [event.command for event in log.of(CommandApplied)] == [
         line["command"] for line in lines
     ]
+
+
+def test_fork_and_add_work_with_a_class_trainable(make_tuner, log):
+    tuner = make_tuner(
+        trainables.OnDemand,
+        {"scale": 1.0, "interval": 0.01},
+        metric="loss",
+        stop={"training_iteration": N},
+        callbacks=[log],
+    )
+    tuner.start()
+    log.wait_for(result_of(0, 3))
+    tuner.pause(0)
+    log.wait_for(event_of(TrialPaused, 0))
+    child = tuner.fork(0, {"scale": 2.0})
+    added = tuner.add_trial({"scale": 3.0, "interval": 0.0})
+    tuner.resume(0)
+    assert tuner.wait(30)
+    history = tuner.history()
+    parent_at = tuner.get_trial(child).iteration - len(iterations(tuner, child))
+    rows = history[history["trial_id"] == child]
+    assert (rows["count"] == rows["training_iteration"]).all(), "the child counts on from 0's"
+    assert rows["loss"].tolist() == [2.0 / count for count in rows["count"]]
+    assert parent_at >= 3
+    assert iterations(tuner, added) == list(range(1, N + 1))
+    assert iterations(tuner, 0) == list(range(1, N + 1))
