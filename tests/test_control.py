@@ -69,7 +69,9 @@ def test_pause_then_resume_continues_without_gap_or_repeat(make_tuner, log, kind
     assert trial.paused_by == paused_by
     assert tuner.dataframe().loc[0, "paused_by"] == paused_by
     if paused_by == "checkpoint":
-        log.wait_for(event_of(TrialStarted, 1)), "the freed worker goes to the next trial"
+        started = log.wait_for(event_of(TrialStarted, 1))
+        assert tuner.get_trial(0).status is nt.TrialStatus.PAUSED, "its worker went to trial 1"
+        assert started.trial_id == 1
     tuner.resume(0)
     assert tuner.wait(60)
     assert iterations(tuner, 0) == list(range(1, N + 1))
