@@ -12,9 +12,9 @@
 
 Only the runner thread changes a trial (it replaces the immutable `Trial` under a lock); other
 threads read snapshots, or send commands that the loop runs between two batches of events.
-Each result is on disk before the worker hears the decision and before any subscriber hears
-of the result. The loop blocks in `executor.poll()` when there is nothing to do; a command
-wakes it at once.
+The worker hears the decision on its result first, so that it goes on while the runner writes
+the result to disk; subscribers hear of a result only once it is on disk. The loop blocks in
+`executor.poll()` when there is nothing to do; a command wakes it at once.
 """
 
 from __future__ import annotations
@@ -333,18 +333,16 @@ class TrialRunner:
             "time_total_s": trial.runtime_s + max(0.0, event.timestamp - trial.started_at),
             **event.metrics,
         }
-        self.storage.append_result(row)
-        self.results.append(row)
         trial = trial.with_result(row, self.metric, self.mode)
         if event.checkpoint is not None:
             trial = trial.evolve(
                 checkpoint=str(self._relative(event.checkpoint)),
                 checkpoint_iteration=row["training_iteration"],
             )
-            self.storage.record_trial(trial, self._all_trials())
-        decision = self._decide(trial, row)
-        self.executor.reply(trial.trial_id, decision)
-        self._set(trial, journal=False)
+        self.executor.reply(trial.trial_id, self._decide(trial, row))
+        self.storage.append_result(row)
+        self.results.append(row)
+        self._set(trial, journal=event.checkpoint is not None)
         self._track_best(row)
         self.searcher.on_result(trial.trial_id, row)
         self.bus.publish(TrialResult(trial.trial_id, row))

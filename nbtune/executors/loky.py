@@ -3,18 +3,19 @@
     runner thread                               loky worker process
     -------------                               -------------------
     start(launch) ---- pool.submit ------------> _run_in_worker(trainable, launch, address, key)
-                                                   Client(address, authkey=key)
-    accept thread <--- trial id (handshake) ----
-    poll(): wait([wakeup pipe, connections]) <-- ("result", metrics, checkpoint, output, t)
+    accept thread <--- Client(address, key) ---- (once per worker and run, then kept open)
+    poll(): wait([wakeup pipe, connections]) <-- ("hello", trial id)
+    poll() <----------------------------------- ("result", metrics, checkpoint, output, t)
     reply(trial, decision) --------------------> report() returns, or ends the trial
     poll() <----------------------------------- ("done", ...) or ("error", ...)
     future callback -> a worker that died ----> WorkerLost
 
-Results and replies travel over one authenticated AF_UNIX connection per trial (about 0.03 ms
-per round trip). The pool is shared by every run in the process that asks for the same number
-of workers, so a second run starts on warm workers. It is nbtune's own pool, never joblib's
-global one, so `joblib.Parallel` keeps working beside it. Trials are submitted only when a
-worker is free: loky queues tasks ahead, and a queued task can no longer be cancelled.
+Results and replies travel over one authenticated AF_UNIX connection per worker (about
+0.03 ms per round trip), which carries its trials one after another. The pool is shared by
+every run in the process that asks for the same number of workers, so a second run starts on
+warm workers. It is nbtune's own pool, never joblib's global one, so `joblib.Parallel` keeps
+working beside it. Trials are submitted only when a worker is free: loky queues tasks ahead,
+and a queued task can no longer be cancelled.
 """
 
 from __future__ import annotations
@@ -85,10 +86,31 @@ def _load_trainable(payload: bytes) -> Callable | type:
     return cloudpickle.loads(payload)
 
 
+_runner_connection: tuple[str, Connection] | None = None
+
+
+def _connection_to(address: str, authkey: bytes) -> Connection:
+    """The worker's line to the run's runner, kept open from one trial to the next."""
+    global _runner_connection
+    if _runner_connection is not None:
+        known_address, connection = _runner_connection
+        if known_address == address:
+            return connection
+        connection.close()
+    _runner_connection = address, Client(address, family="AF_UNIX", authkey=authkey)
+    return _runner_connection[1]
+
+
 def _run_in_worker(payload: bytes, launch: TrialLaunch, address: str, authkey: bytes) -> None:
-    with Client(address, family="AF_UNIX", authkey=authkey) as connection:
-        connection.send(launch.trial_id)
+    global _runner_connection
+    connection = _connection_to(address, authkey)
+    try:
+        connection.send(("hello", launch.trial_id))
         run_trial(_load_trainable(payload), launch, connection)
+    except (OSError, EOFError):
+        _runner_connection = None
+        connection.close()
+        raise
 
 
 class LokyExecutor(Executor):
@@ -110,7 +132,7 @@ class LokyExecutor(Executor):
         self._pool: ProcessPoolExecutor | None = None
         self._listener: Listener | None = None
         self._lock = threading.Lock()
-        self._connections: dict[Connection, int] = {}
+        self._connections: dict[Connection, int | None] = {}
         self._by_trial: dict[int, Connection] = {}
         self._deaths: deque[tuple[int, BaseException]] = deque()
         self._live: set[int] = set()
@@ -191,19 +213,30 @@ class LokyExecutor(Executor):
             connection.close()
 
     def _receive(self, connection: Connection) -> list[WorkerEvent]:
+        """One message from a worker; its connection serves one trial after another."""
         trial_id = self._connections[connection]
         try:
             message = connection.recv()
         except (EOFError, OSError):
             self._forget(connection)
-            if trial_id not in self._live:
+            if trial_id is None or trial_id not in self._live:
                 return []
             self._ended(trial_id)
             return [WorkerLost(trial_id, "its worker process died")]
+        if message[0] == "hello":
+            self._assign(connection, message[1])
+            return []
         if message[0] not in ONGOING:
             self._ended(trial_id)
-            self._forget(connection)
+            self._assign(connection, None)
         return [event_from_message(trial_id, message)]
+
+    def _assign(self, connection: Connection, trial_id: int | None) -> None:
+        with self._lock:
+            self._by_trial.pop(self._connections[connection], None)
+            self._connections[connection] = trial_id
+            if trial_id is not None:
+                self._by_trial[trial_id] = connection
 
     def _ended(self, trial_id: int) -> None:
         self._live.discard(trial_id)
@@ -249,15 +282,13 @@ class LokyExecutor(Executor):
             while True:
                 try:
                     connection = listener.accept()
-                    if self._closing:
-                        connection.close()
-                        return
-                    trial_id = connection.recv()
-                except (OSError, EOFError, AuthenticationError):
+                except (OSError, AuthenticationError):
                     if self._closing:
                         return
                     continue
+                if self._closing:
+                    connection.close()
+                    return
                 with self._lock:
-                    self._connections[connection] = trial_id
-                    self._by_trial[trial_id] = connection
+                    self._connections[connection] = None
                 self.wakeup()
