@@ -26,6 +26,23 @@ from nbtune.tuner import Tuner
 
 __version__ = "0.1.0"
 
+_FRONT_END = {
+    "plot_best_so_far",
+    "plot_history",
+    "plot_param_scatter",
+    "plot_parallel_coordinates",
+}
+
+
+def __getattr__(name: str):
+    """The front end (plotly, ipywidgets) loads on first use, so `import nbtune` stays light."""
+    if name in _FRONT_END:
+        import nbtune.ui
+
+        return getattr(nbtune.ui, name)
+    raise AttributeError(f"module 'nbtune' has no attribute {name!r}")
+
+
 __all__ = [
     "Decision",
     "EventBus",
@@ -51,6 +68,10 @@ __all__ = [
     "grid",
     "load",
     "loguniform",
+    "plot_best_so_far",
+    "plot_history",
+    "plot_parallel_coordinates",
+    "plot_param_scatter",
     "randint",
     "report",
     "sample_from",

@@ -1,0 +1,10 @@
+"""The notebook front end: the live dashboard and the plots. Imports ipywidgets and plotly."""
+
+from nbtune.ui.figures import (
+    plot_best_so_far,
+    plot_history,
+    plot_parallel_coordinates,
+    plot_param_scatter,
+)
+
+__all__ = ["plot_best_so_far", "plot_history", "plot_parallel_coordinates", "plot_param_scatter"]

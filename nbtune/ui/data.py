@@ -1,0 +1,168 @@
+"""What each chart shows, computed from trials and results alone: no plotly, no widgets.
+
+The live dashboard and the `nbtune.plot_*` functions draw the same data, and tests check these
+small records instead of pixels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nbtune.space import SearchSpace
+from nbtune.trial import Trial, better_of
+
+MAX_POINTS_PER_CURVE = 200
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One trial's metric against its iteration (thinned to at most `MAX_POINTS_PER_CURVE`)."""
+
+    trial_id: int
+    status: str
+    x: tuple[int, ...]
+    y: tuple[float, ...]
+    label: str
+
+
+@dataclass(frozen=True)
+class HistoryData:
+    metric: str
+    curves: tuple[Curve, ...]
+    best: tuple[int, ...]
+    """Ids of the best trials (up to three), to highlight."""
+
+
+@dataclass(frozen=True)
+class BestSoFarData:
+    """The best value of the metric over time (seconds since the first result)."""
+
+    metric: str
+    seconds: tuple[float, ...]
+    values: tuple[float, ...]
+    trial_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One parameter as an axis: numbers, or categories shown as their codes' labels."""
+
+    name: str
+    values: tuple[float, ...]
+    labels: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ParameterData:
+    """Each trial's parameters against its best metric value (trials without one left out)."""
+
+    metric: str
+    trial_ids: tuple[int, ...]
+    metric_values: tuple[float, ...]
+    axes: tuple[Axis, ...]
+    labels: tuple[str, ...]
+
+
+def history_data(
+    trials: Sequence[Trial],
+    rows: Sequence[Mapping[str, Any]],
+    metric: str,
+    mode: str,
+    max_points: int = MAX_POINTS_PER_CURVE,
+) -> HistoryData:
+    """One curve per trial that has reported, in trial order; the best three marked."""
+    points: dict[int, tuple[list[int], list[float]]] = {}
+    for row in rows:
+        value = row.get(metric)
+        if _is_number(value):
+            xs, ys = points.setdefault(row["trial_id"], ([], []))
+            xs.append(row["training_iteration"])
+            ys.append(float(value))
+    curves = tuple(
+        Curve(
+            trial.trial_id,
+            trial.status.value,
+            *_thin(*points[trial.trial_id], max_points),
+            describe(trial),
+        )
+        for trial in trials
+        if trial.trial_id in points
+    )
+    return HistoryData(metric, curves, _best_ids(trials, mode))
+
+
+def best_so_far_data(rows: Sequence[Mapping[str, Any]], metric: str, mode: str) -> BestSoFarData:
+    """A step for every result that improved on the best so far."""
+    seconds, values, trial_ids = [], [], []
+    best = None
+    start = rows[0]["timestamp"] if rows else 0.0
+    for row in rows:
+        improved = better_of(best, row.get(metric), mode)
+        if improved != best:
+            best = improved
+            seconds.append(row["timestamp"] - start)
+            values.append(best)
+            trial_ids.append(row["trial_id"])
+    return BestSoFarData(metric, tuple(seconds), tuple(values), tuple(trial_ids))
+
+
+def parameter_data(trials: Sequence[Trial], metric: str) -> ParameterData:
+    """Parameters against each trial's best value; categorical ones coded 0, 1, 2, ..."""
+    scored = [trial for trial in trials if trial.best_value is not None]
+    flat = [SearchSpace.flatten(trial.config) for trial in scored]
+    names = list(dict.fromkeys(name for config in flat for name in config))
+    axes = tuple(_axis(name, [config.get(name) for config in flat]) for name in names)
+    return ParameterData(
+        metric=metric,
+        trial_ids=tuple(trial.trial_id for trial in scored),
+        metric_values=tuple(trial.best_value for trial in scored),
+        axes=tuple(axis for axis in axes if _varies(axis)),
+        labels=tuple(describe(trial) for trial in scored),
+    )
+
+
+def describe(trial: Trial) -> str:
+    """Hover text: the trial's id, status and configuration."""
+    config = ", ".join(f"{k}={_short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
+    return f"trial {trial.trial_id} ({trial.status.value.lower()})<br>{config}"
+
+
+def _axis(name: str, values: list[Any]) -> Axis:
+    if all(_is_number(value) for value in values):
+        return Axis(name, tuple(float(value) for value in values))
+    categories = list(dict.fromkeys(map(_short, values)))
+    codes = {category: code for code, category in enumerate(categories)}
+    return Axis(name, tuple(float(codes[_short(value)]) for value in values), tuple(categories))
+
+
+def _varies(axis: Axis) -> bool:
+    return len(set(axis.values)) > 1
+
+
+def _best_ids(trials: Sequence[Trial], mode: str, count: int = 3) -> tuple[int, ...]:
+    scored = [trial for trial in trials if trial.best_value is not None]
+    scored.sort(key=lambda trial: trial.best_value, reverse=mode == "max")
+    return tuple(trial.trial_id for trial in scored[:count])
+
+
+def _thin(xs: list[int], ys: list[float], max_points: int) -> tuple[tuple, tuple]:
+    """Every k-th point so that at most `max_points` remain, always keeping the last one."""
+    if len(xs) <= max_points:
+        return tuple(xs), tuple(ys)
+    step = math.ceil(len(xs) / max_points)
+    keep = [*range(0, len(xs) - 1, step)][: max_points - 1]
+    keep.append(len(xs) - 1)
+    return tuple(xs[i] for i in keep), tuple(ys[i] for i in keep)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

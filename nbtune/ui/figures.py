@@ -1,0 +1,192 @@
+"""Plotly figures of an experiment, drawn from `nbtune.ui.data`.
+
+Each `*_figure(data, figure=None)` draws into `figure` when given (the dashboard's
+`FigureWidget`, updated in place inside one batch) or into a new `go.Figure`. The
+`plot_*(source)` functions are the after-the-run views: `source` is a `Tuner`, an
+`ExperimentAnalysis` or an experiment directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from nbtune.analysis import ExperimentAnalysis
+from nbtune.results import ResultsView
+from nbtune.trial import Trial
+from nbtune.ui.data import (
+    BestSoFarData,
+    HistoryData,
+    ParameterData,
+    best_so_far_data,
+    history_data,
+    parameter_data,
+)
+
+STATUS_COLORS = {
+    "PENDING": "#9e9e9e",
+    "RUNNING": "#1f77b4",
+    "PAUSED": "#ff9f1c",
+    "TERMINATED": "#2ca02c",
+    "ERROR": "#d62728",
+}
+WEBGL_AFTER = 50
+"""Curves past this many are drawn with WebGL, which stays fast with hundreds of lines."""
+_LAYOUT = {
+    "template": "plotly_white",
+    "height": 320,
+    "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
+}
+
+
+def history_figure(data: HistoryData, figure: go.Figure | None = None) -> go.Figure:
+    """The metric against iteration, one line per trial, coloured by status, best ones bold."""
+    figure = figure if figure is not None else go.Figure()
+    with figure.batch_update():
+        _keep_traces(figure, len(data.curves), _curve_trace)
+        for trace, curve in zip(figure.data, data.curves, strict=True):
+            best = curve.trial_id in data.best
+            trace.update(
+                x=curve.x,
+                y=curve.y,
+                name=f"trial {curve.trial_id}",
+                hovertext=curve.label,
+                line={"color": STATUS_COLORS[curve.status], "width": 3 if best else 1.2},
+                opacity=1.0 if best or curve.status == "RUNNING" else 0.55,
+            )
+        figure.update_layout(
+            title=f"{data.metric} by iteration",
+            xaxis_title="iteration",
+            yaxis_title=data.metric,
+            showlegend=len(data.curves) <= 20,
+            **_LAYOUT,
+        )
+    return figure
+
+
+def best_so_far_figure(data: BestSoFarData, figure: go.Figure | None = None) -> go.Figure:
+    """The best value of the metric so far against time."""
+    figure = figure if figure is not None else go.Figure()
+    with figure.batch_update():
+        _keep_traces(figure, 1, lambda index: go.Scatter(mode="lines+markers", line_shape="hv"))
+        figure.data[0].update(
+            x=data.seconds,
+            y=data.values,
+            hovertext=[f"trial {i}" for i in data.trial_ids],
+            name=f"best {data.metric}",
+        )
+        figure.update_layout(
+            title=f"best {data.metric} so far",
+            xaxis_title="seconds",
+            yaxis_title=data.metric,
+            **_LAYOUT,
+        )
+    return figure
+
+
+def parallel_coordinates_figure(data: ParameterData, figure: go.Figure | None = None) -> go.Figure:
+    """Every trial as a line through its parameters and its best metric value."""
+    figure = figure if figure is not None else go.Figure()
+    dimensions = [
+        {"label": axis.name, "values": axis.values}
+        | (
+            {}
+            if axis.labels is None
+            else {"tickvals": list(range(len(axis.labels))), "ticktext": list(axis.labels)}
+        )
+        for axis in data.axes
+    ]
+    dimensions.append({"label": data.metric, "values": data.metric_values})
+    with figure.batch_update():
+        _keep_traces(figure, 1, lambda index: go.Parcoords())
+        figure.data[0].update(
+            dimensions=dimensions,
+            line={"color": data.metric_values, "colorscale": "Viridis", "showscale": True},
+        )
+        figure.update_layout(title=f"parameters and {data.metric}", **_LAYOUT)
+    return figure
+
+
+def parameter_scatter_figure(data: ParameterData, figure: go.Figure | None = None) -> go.Figure:
+    """Each parameter against the best metric value, one panel per parameter."""
+    if figure is None:
+        figure = make_subplots(rows=1, cols=max(1, len(data.axes)), shared_yaxes=True)
+    with figure.batch_update():
+        _keep_traces(figure, len(data.axes), lambda index: go.Scatter(mode="markers"))
+        for index, (trace, axis) in enumerate(zip(figure.data, data.axes, strict=True)):
+            trace.update(
+                x=axis.values,
+                y=data.metric_values,
+                hovertext=data.labels,
+                name=axis.name,
+                xaxis=f"x{index + 1 if index else ''}",
+                marker={"size": 7, "opacity": 0.7},
+            )
+            figure.layout[f"xaxis{index + 1 if index else ''}"].update(
+                title=axis.name,
+                tickvals=None if axis.labels is None else list(range(len(axis.labels))),
+                ticktext=None if axis.labels is None else list(axis.labels),
+            )
+        figure.update_layout(
+            title=f"{data.metric} by parameter",
+            yaxis_title=data.metric,
+            showlegend=False,
+            **_LAYOUT,
+        )
+    return figure
+
+
+def _curve_trace(index: int) -> go.Scatter | go.Scattergl:
+    kind = go.Scattergl if index >= WEBGL_AFTER else go.Scatter
+    return kind(mode="lines", hovertemplate="%{hovertext}<br>iteration %{x}: %{y}<extra></extra>")
+
+
+def _keep_traces(figure: go.Figure, count: int, make) -> None:
+    """Give `figure` exactly `count` traces, keeping the existing ones (and their state)."""
+    for index in range(len(figure.data), count):
+        figure.add_trace(make(index))
+    if len(figure.data) > count:
+        figure.data = figure.data[:count]
+
+
+# ----- after the run --------------------------------------------------------------------------
+
+
+def plot_history(source: Any) -> go.Figure:
+    """The metric against iteration for every trial of a Tuner, analysis or directory."""
+    trials, rows, metric, mode = _read(source)
+    return history_figure(history_data(trials, rows, metric, mode))
+
+
+def plot_best_so_far(source: Any) -> go.Figure:
+    """The best value of the metric so far against time."""
+    _, rows, metric, mode = _read(source)
+    return best_so_far_figure(best_so_far_data(rows, metric, mode))
+
+
+def plot_parallel_coordinates(source: Any) -> go.Figure:
+    """Parallel coordinates of every trial's parameters and best metric value."""
+    trials, _, metric, _ = _read(source)
+    return parallel_coordinates_figure(parameter_data(trials, metric))
+
+
+def plot_param_scatter(source: Any) -> go.Figure:
+    """Each parameter against the best metric value, one panel per parameter."""
+    trials, _, metric, _ = _read(source)
+    return parameter_scatter_figure(parameter_data(trials, metric))
+
+
+def _read(source: Any) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]], str, str]:
+    if isinstance(source, (str, os.PathLike)):
+        source = ExperimentAnalysis(source)
+    if not isinstance(source, ResultsView):
+        raise TypeError(
+            f"cannot plot {type(source).__name__}; pass a Tuner, nbtune.load(...) or the path "
+            "of an experiment directory"
+        )
+    trials, rows = source._snapshot()
+    return trials, rows, source._require_metric(), source.mode

@@ -1,0 +1,68 @@
+"""The numbers behind each chart, checked without drawing anything."""
+
+from __future__ import annotations
+
+import math
+
+from nbtune.trial import Trial, TrialStatus
+from nbtune.ui.data import best_so_far_data, history_data, parameter_data
+
+
+def run_of(losses_by_trial, statuses=None):
+    """Trials and result rows as a runner would hold them, from lists of losses."""
+    trials, rows, clock = [], [], 100.0
+    for trial_id, losses in enumerate(losses_by_trial):
+        trial = Trial(trial_id, {"lr": 0.1 * (trial_id + 1), "opt": "sgd" if trial_id else "adam"})
+        for iteration, loss in enumerate(losses, start=1):
+            clock += 1.0
+            row = {
+                "trial_id": trial_id,
+                "training_iteration": iteration,
+                "timestamp": clock,
+                "loss": loss,
+            }
+            rows.append(row)
+            trial = trial.with_result(row, "loss", "min")
+        status = (statuses or {}).get(trial_id, TrialStatus.TERMINATED)
+        trials.append(trial.evolve(status=status))
+    return trials, rows
+
+
+def test_history_has_one_curve_per_trial_that_reported():
+    trials, rows = run_of([[3.0, 2.0], [], [5.0, math.nan, 1.0]], {1: TrialStatus.PENDING})
+    data = history_data(trials, rows, "loss", "min")
+    assert [curve.trial_id for curve in data.curves] == [0, 2]
+    assert data.curves[1].x == (1, 3), "NaN results are left out of the curve"
+    assert data.curves[1].y == (5.0, 1.0)
+    assert data.best == (2, 0)
+    assert "trial 2 (terminated)" in data.curves[1].label
+    assert "lr=0.3" in data.curves[1].label
+
+
+def test_long_curves_are_thinned_but_keep_their_last_point():
+    trials, rows = run_of([[1 / i for i in range(1, 1001)]])
+    curve = history_data(trials, rows, "loss", "min", max_points=100).curves[0]
+    assert len(curve.x) == 100
+    assert curve.x[0] == 1
+    assert curve.x[-1] == 1000
+    assert list(curve.x) == sorted(curve.x)
+
+
+def test_best_so_far_steps_only_when_the_best_improves():
+    _, rows = run_of([[3.0, 4.0, 2.0], [2.5, 1.0]])
+    data = best_so_far_data(rows, "loss", "min")
+    assert data.values == (3.0, 2.0, 1.0)
+    assert data.trial_ids == (0, 0, 1)
+    assert data.seconds == (0.0, 2.0, 4.0)
+
+
+def test_parameters_code_categories_and_drop_constant_axes():
+    trials, _ = run_of([[1.0], [2.0], [0.5]])
+    trials.append(Trial(3, {"lr": 0.9, "opt": "sgd"}))
+    data = parameter_data(trials, "loss")
+    assert data.trial_ids == (0, 1, 2), "a trial without results has no point"
+    assert data.metric_values == (1.0, 2.0, 0.5)
+    lr, opt = data.axes
+    assert lr.values == (0.1, 0.2, 0.30000000000000004)
+    assert opt.labels == ("adam", "sgd")
+    assert opt.values == (0.0, 1.0, 1.0)
