@@ -133,6 +133,14 @@ class ResultsView:
         trial = self.best_trial
         return None if trial is None else dict(trial.config)
 
+    def dashboard(self):
+        """The dashboard of this experiment (an ipywidgets view), made on first call."""
+        from nbtune.ui.dashboard import Dashboard
+
+        if getattr(self, "_dashboard", None) is None:
+            self._dashboard = Dashboard(self)
+        return self._dashboard
+
     def _require_metric(self) -> str:
         if self.metric is None:
             raise ValueError("this experiment has no metric; pass metric=... to nbtune.Tuner")

@@ -153,14 +153,19 @@ class Tuner(ResultsView):
         self.bus = EventBus()
         for callback in callbacks:
             self.bus.subscribe(callback)
-        self.progress = _outside_notebook() if progress is None else progress
+        self.progress = not _in_notebook() if progress is None else progress
         self._runner: TrialRunner | None = None
         self._thread: threading.Thread | None = None
+        self._dashboard = None
 
     # ----- running ----------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the run on a background thread and return at once."""
+    def start(self, display: bool | None = None) -> None:
+        """Start the run on a background thread and return at once.
+
+        Args:
+            display: show the live dashboard under the cell (default: in a notebook).
+        """
         if self._runner is not None:
             raise RuntimeError(f"tuner {self.name!r} was already started; make a new Tuner")
         storage = self._create_storage()
@@ -187,6 +192,10 @@ class Tuner(ResultsView):
             target=context.run, args=(self._runner.run,), name="nbtune-runner", daemon=True
         )
         self._thread.start()
+        if _in_notebook() if display is None else display:
+            from nbtune.ui.dashboard import show
+
+            show(self.dashboard())
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run ends (or `timeout` seconds pass); return whether it ended.
@@ -203,9 +212,9 @@ class Tuner(ResultsView):
             )
         return True
 
-    def run(self) -> None:
-        """Start the run and wait for it to end."""
-        self.start()
+    def run(self, display: bool | None = None) -> None:
+        """Start the run and wait for it to end (`display` as for `start`)."""
+        self.start(display)
         self.wait()
 
     # ----- steering a live run (from any thread) -----------------------------------------------
@@ -478,5 +487,7 @@ def _non_negative_int(name: str, value: Any) -> int:
     return value
 
 
-def _outside_notebook() -> bool:
-    return "ipykernel" not in sys.modules
+def _in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (without importing IPython to find out)."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return getattr(shell, "kernel", None) is not None

@@ -25,7 +25,7 @@ def test_a_notebook_tunes_a_function_defined_in_a_cell(tmp_path):
             "def train(config):\n"
             "    print('inside a trial')\n"
             "    for step in range(1, 6):\n"
-            "        time.sleep(0.05)\n"
+            "        time.sleep(0.2)\n"
             "        nt.report(loss=OFFSET + config['x'] / step)",
             "tuner = nt.Tuner(train, {'x': nt.grid([1.0, 2.0, 3.0])}, metric='loss', "
             "max_concurrent=2, name='nb', seed=0)\n"

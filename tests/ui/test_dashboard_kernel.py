@@ -1,0 +1,134 @@
+"""The dashboard in a real kernel, clicked the way JupyterLab clicks: comm messages."""
+
+from __future__ import annotations
+
+import queue
+import textwrap
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+class Kernel:
+    """A real ipykernel, driven as a front end drives it."""
+
+    def __init__(self, cwd):
+        self.manager, self.client = start_new_kernel(kernel_name="python3", cwd=str(cwd))
+
+    def run(self, code: str, timeout: float = 60) -> dict:
+        """Execute `code`; return its stdout, its display data and any error."""
+        msg_id = self.client.execute(textwrap.dedent(code))
+        return self.collect(msg_id, timeout)
+
+    def start(self, code: str) -> str:
+        """Start executing `code` without waiting for it."""
+        return self.client.execute(textwrap.dedent(code))
+
+    def collect(self, msg_id: str, timeout: float = 60) -> dict:
+        out = {"stdout": "", "displays": [], "error": None}
+        while True:
+            try:
+                msg = self.client.get_iopub_msg(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no reply within {timeout} s; so far {out}") from None
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream" and content["name"] == "stdout":
+                out["stdout"] += content["text"]
+            elif kind == "display_data":
+                out["displays"].append(content["data"])
+            elif kind == "error":
+                out["error"] = "\n".join(content["traceback"])
+            elif kind == "status" and content["execution_state"] == "idle":
+                return out
+
+    def click(self, comm_id: str) -> None:
+        """Send a button click exactly as the widget front end does."""
+        content = {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        self.client.shell_channel.send(self.client.session.msg("comm_msg", content))
+
+    def shutdown(self):
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    started = Kernel(tmp_path)
+    yield started
+    started.shutdown()
+
+
+SETUP = """
+    import threading
+    import nbtune as nt
+    from nbtune.events import TrialPaused, TrialResult, TrialResumed
+
+    def train(config):
+        checkpoint = nt.get_checkpoint()
+        step = checkpoint["step"] if checkpoint else 0
+        while True:
+            step += 1
+            nt.report(loss=config["x"] / step, checkpoint={"step": step})
+            threading.Event().wait(0.02)
+
+    seen = {}
+    def flag(kind, trial_id):
+        return seen.setdefault((kind, trial_id), threading.Event())
+    def note(event):
+        flag(type(event).__name__, getattr(event, "trial_id", None)).set()
+    def wait_for(kind, trial_id):
+        return flag(kind, trial_id).wait(30)
+
+    tuner = nt.Tuner(train, {"x": nt.grid([1.0, 2.0])}, metric="loss", max_concurrent=2,
+                     name="dash", callbacks=[note])
+    tuner.start()
+"""
+
+
+def test_the_dashboard_shows_results_and_its_buttons_steer_the_run(kernel):
+    started = kernel.run(SETUP)
+    assert started["error"] is None, started["error"]
+    assert any(WIDGET_VIEW in data for data in started["displays"]), "start() shows the dashboard"
+
+    state = kernel.run("""
+        assert wait_for("TrialResult", 0) and wait_for("TrialResult", 1)
+        dashboard = tuner.dashboard()
+        print(dashboard.clicks_while_busy, dashboard.table.visible_ids())
+        print(dashboard.table.row_for(0).buttons["pause"].comm.comm_id)
+        print(dashboard.table.row_for(0).buttons["resume"].comm.comm_id)
+        print(dashboard.stop_all.comm.comm_id)
+    """)
+    assert state["error"] is None, state["error"]
+    subshells, pause_id, resume_id, stop_all_id = state["stdout"].splitlines()
+    assert subshells == "True [0, 1]"
+
+    kernel.click(pause_id)
+    paused = kernel.run("""
+        assert wait_for("TrialPaused", 0)
+        print(tuner.get_trial(0).status, tuner.get_trial(0).paused_by)
+        dashboard.redraw()
+        print(dashboard.table.row_for(0).buttons["resume"].layout.visibility)
+    """)
+    assert paused["stdout"].splitlines() == ["PAUSED checkpoint", "visible"], paused
+
+    kernel.click(resume_id)
+    resumed = kernel.run("""
+        assert wait_for("TrialResumed", 0)
+        print(tuner.get_trial(0).status in (nt.TrialStatus.PENDING, nt.TrialStatus.RUNNING))
+    """)
+    assert resumed["stdout"] == "True\n", resumed
+
+    busy = kernel.start("print(tuner.wait(60), tuner.state)")
+    kernel.click(stop_all_id)
+    ended = kernel.collect(busy, timeout=60)
+    assert ended["stdout"] == "True stopped\n", "Stop all acted while a cell was busy"
+
+    final = kernel.run("""
+        dashboard._thread.join(10)
+        print(len(dashboard.figures["learning curves"].data), "stopped" in dashboard.title.value)
+    """)
+    assert final["stdout"] == "2 True\n", final
