@@ -115,6 +115,7 @@ class Dashboard:
         self.stop_all.on_click(lambda _: self._act(self.source.stop))
         self.concurrency.observe(self._on_concurrency, names="value")
         self.figures: dict[str, go.FigureWidget] = {}
+        self._drawn: dict = {}
         self.frame = widgets.HTML()
         self.errors = widgets.HTML()
         placeholders = [widgets.HTML("<i>drawing…</i>") for _ in _CHARTS]
@@ -241,7 +242,7 @@ class Dashboard:
     ) -> None:
         figure = self._figure(tab)
         if tab == "learning curves":
-            history_figure(history_data(trials, rows, metric, mode), figure)
+            history_figure(history_data(trials, rows, metric, mode), figure, self._drawn)
         elif tab == "best so far":
             best_so_far_figure(best_so_far_data(rows, metric, mode), figure)
         elif tab == "parallel coordinates":
