@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# The browser tests (tests/browser) drive Debian's Chromium through Playwright; they are skipped
+# when it is missing. Never `playwright install`.
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test lint bench
 
@@ -26,8 +29,18 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check nbtune tests benchmarks examples
 	$(BIN)/ruff format --check nbtune tests benchmarks examples
 
-test: lint
+test: lint | $(CHROMIUM)
 	$(BIN)/python -m pytest
+
+# A file target: nothing to do (and no apt) once Chromium is installed. Without apt-get (not
+# Debian) it only warns, and the browser tests skip themselves.
+$(CHROMIUM):
+	if command -v apt-get >/dev/null; then \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
+	else \
+	  echo "apt-get not found: install Chromium as $@ to run the browser tests"; \
+	fi
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/overhead.py
