@@ -7,6 +7,7 @@ run of 1,000 trials costs the browser `page_size` rows, and turning a page only 
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
@@ -51,7 +52,7 @@ class _Row:
             action: widgets.Button(
                 description=action.capitalize(),
                 tooltip=f"{action.capitalize()} this trial",
-                layout=widgets.Layout(width="70px"),
+                layout=widgets.Layout(width="80px"),
             )
             for action in ("pause", "resume", "stop")
         }
@@ -87,11 +88,17 @@ class _Row:
         self.last.value = _short(last) if last is not None else ""
         self.best.value = "" if trial.best_value is None else _short(trial.best_value)
         self.iteration.value = str(trial.iteration)
-        self.runtime.value = f"{trial.runtime_s:.1f} s"
+        self.runtime.value = f"{_runtime(trial):.1f} s"
         possible = _possible_actions(trial) if live else set()
         for action, button in self.buttons.items():
             button.layout.visibility = "visible" if action in possible else "hidden"
             button.tooltip = f"{action.capitalize()} trial {trial.trial_id}"
+
+
+def _runtime(trial: Trial) -> float:
+    """Seconds the trial has run, the current stretch included."""
+    running = trial.status is TrialStatus.RUNNING and trial.started_at is not None
+    return trial.runtime_s + (max(0.0, time.time() - trial.started_at) if running else 0.0)
 
 
 def _possible_actions(trial: Trial) -> set[str]:

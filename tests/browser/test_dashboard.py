@@ -1,0 +1,69 @@
+"""The dashboard in a real JupyterLab in Chromium: it renders, grows, and its buttons steer."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+import nbtune as nt
+
+pytestmark = pytest.mark.browser
+NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "live_dashboard.ipynb"
+
+
+def eventually(check, what: str, timeout: float = 30):
+    """Poll `check()` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"{what} within {timeout} s"
+        time.sleep(0.1)
+
+
+def trial_status(run: Path, trial_id: int) -> str | None:
+    """The trial's status as the kernel's runner last wrote it to disk."""
+    if not (run / "experiment.json").exists():
+        return None
+    return nt.load(run).dataframe().set_index("trial_id")["status"].get(trial_id)
+
+
+def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open_notebook):
+    shutil.copy(NOTEBOOK, lab_dir / NOTEBOOK.name)
+    run = lab_dir / "nbtune-runs" / "live-dashboard"
+    notebook = open_notebook(lab_dir / NOTEBOOK.name)
+    notebook.wait_for_idle_kernel()
+    notebook.run_all_and_wait()
+    page = notebook.page
+
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=60_000)
+    assert notebook.widget_placeholders() == 0, "no 'Loading widget...' left"
+    traces = "el => el.data.length"
+    points = "el => Math.max(...el.data.map(trace => (trace.x || []).length))"
+    eventually(lambda: chart.evaluate(traces) == 2, "one trace per trial")
+    first = chart.evaluate(points)
+    eventually(lambda: chart.evaluate(points) > first, "the chart grows")
+
+    page.locator('button[title="Pause trial 0"]').click()
+    eventually(lambda: trial_status(run, 0) == "PAUSED", "trial 0 paused (on the kernel's disk)")
+    resume = page.locator('button[title="Resume trial 0"]')
+    resume.wait_for(state="visible", timeout=10_000)
+    notebook.screenshot("dashboard-paused", scroll_to=chart)
+    resume.click()
+    eventually(lambda: trial_status(run, 0) in ("PENDING", "RUNNING"), "trial 0 resumed")
+
+    page.get_by_role("button", name="Stop all").click()
+    eventually(
+        lambda: (
+            (run / "trials.json").exists()
+            and set(nt.load(run).dataframe()["status"]) == {"TERMINATED"}
+        ),
+        "the run stopped",
+    )
+    page.get_by_text("— stopped").wait_for(timeout=10_000)
+    notebook.screenshot("dashboard-stopped", scroll_to=chart)
