@@ -3,9 +3,10 @@
 A kernel handles widget messages on its main thread, between cells: a Pause button clicked
 while `tuner.wait()` (or any long cell) runs would act only when the cell ends. ipykernel 7
 can run a subshell, a second thread that serves shell messages, and it routes a comm's
-messages to the subshell its `_reply_subshell_for(data, default)` names (by default the comm's
-`_reply_subshell_id`). That hook is private (ipykernel >= 7), so everything here is guarded:
-without it, clicks act between cells, and the dashboard says so.
+messages to the subshell its `_reply_subshell_for(data, default)` names. That hook is private
+(ipykernel >= 7), so everything here is guarded: without it, clicks act between cells, and the
+dashboard says so. The method is replaced rather than its `_reply_subshell_id` set, because
+ipykernel resets that attribute whenever the widget sends an update.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def serve_on_subshell(widgets: Iterable[object]) -> bool:
         comm = getattr(widget, "comm", None)
         if comm is None or not hasattr(comm, "_reply_subshell_for"):
             return False
-        comm._reply_subshell_id = subshell_id
+        comm._reply_subshell_for = lambda data, default, subshell=subshell_id: subshell
     return True
 
 

@@ -1,4 +1,8 @@
-"""The dashboard in a real JupyterLab in Chromium: it renders, grows, and its buttons steer."""
+"""The dashboard in a real JupyterLab in Chromium: it renders, grows, and its buttons steer.
+
+Every click happens while the notebook's last cell (`tuner.wait()`) is busy: the buttons are
+served on a kernel subshell.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open
     run = lab_dir / "nbtune-runs" / "live-dashboard"
     notebook = open_notebook(lab_dir / NOTEBOOK.name)
     notebook.wait_for_idle_kernel()
-    notebook.run_all_and_wait()
+    notebook.run_all()
     page = notebook.page
 
     chart = page.locator(".js-plotly-plot").first
@@ -57,6 +61,7 @@ def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open
     resume.click()
     eventually(lambda: trial_status(run, 0) in ("PENDING", "RUNNING"), "trial 0 resumed")
 
+    assert not (run / "trials.json").exists(), "the last cell, tuner.wait(), is still busy"
     page.get_by_role("button", name="Stop all").click()
     eventually(
         lambda: (
@@ -66,4 +71,5 @@ def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open
         "the run stopped",
     )
     page.get_by_text("— stopped").wait_for(timeout=10_000)
+    notebook.wait_until_all_ran(timeout=60)
     notebook.screenshot("dashboard-stopped", scroll_to=chart)

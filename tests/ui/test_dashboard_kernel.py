@@ -106,9 +106,10 @@ def test_the_dashboard_shows_results_and_its_buttons_steer_the_run(kernel):
     subshells, pause_id, resume_id, stop_all_id = state["stdout"].splitlines()
     assert subshells == "True [0, 1]"
 
+    busy = kernel.start('print(wait_for("TrialPaused", 0))')
     kernel.click(pause_id)
+    assert kernel.collect(busy)["stdout"] == "True\n", "Pause acted while a cell was busy"
     paused = kernel.run("""
-        assert wait_for("TrialPaused", 0)
         print(tuner.get_trial(0).status, tuner.get_trial(0).paused_by)
         dashboard.redraw()
         print(dashboard.table.row_for(0).buttons["resume"].layout.visibility)
