@@ -29,8 +29,14 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check nbtune tests benchmarks examples
 	$(BIN)/ruff format --check nbtune tests benchmarks examples
 
-test: lint | $(CHROMIUM)
+test: lint $(VENV)/ipykernel6/.installed | $(CHROMIUM)
 	$(BIN)/python -m pytest
+
+# The dashboard is also tested on the latest ipykernel 6 (no subshells), kept apart from the
+# environment's ipykernel 7 and put on the test kernel's PYTHONPATH.
+$(VENV)/ipykernel6/.installed: $(VENV)/.installed-test
+	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(VENV)/ipykernel6 'ipykernel>=6.29,<7'
+	touch $@
 
 # A file target: nothing to do (and no apt) once Chromium is installed. Without apt-get (not
 # Debian) it only warns, and the browser tests skip themselves.
