@@ -157,6 +157,7 @@ class Tuner(ResultsView):
         self._runner: TrialRunner | None = None
         self._thread: threading.Thread | None = None
         self._dashboard = None
+        self._shown = False
 
     # ----- running ----------------------------------------------------------------------------
 
@@ -192,7 +193,8 @@ class Tuner(ResultsView):
             target=context.run, args=(self._runner.run,), name="nbtune-runner", daemon=True
         )
         self._thread.start()
-        if _in_notebook() if display is None else display:
+        self._shown = _in_notebook() if display is None else display
+        if self._shown:
             from nbtune.ui.dashboard import show
 
             show(self.dashboard())
@@ -200,12 +202,20 @@ class Tuner(ResultsView):
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run ends (or `timeout` seconds pass); return whether it ended.
 
+        In a notebook whose run shows its dashboard, the first `wait()` that sees the end also
+        shows a static summary (best trials as a table), which a saved notebook keeps.
+
         Raises:
             RuntimeError: if the runner itself failed (not a trial: those end as ERROR).
         """
         runner = self._started_runner()
         if not runner.done.wait(timeout):
             return False
+        if self._shown and _in_notebook():
+            self._shown = False
+            from nbtune.ui.summary import show_summary
+
+            show_summary(self, runner.state)
         if runner.crash is not None:
             raise RuntimeError(f"the nbtune run {self.name!r} failed: {runner.error}") from (
                 runner.crash

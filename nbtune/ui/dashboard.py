@@ -38,7 +38,8 @@ from nbtune.ui.figures import (
     parameter_scatter_figure,
 )
 from nbtune.ui.subshell import serve_on_subshell
-from nbtune.ui.table import TrialTable, badge
+from nbtune.ui.summary import best_html, counts_html, title_html
+from nbtune.ui.table import TrialTable
 
 logger = logging.getLogger("nbtune")
 _CHARTS = ("learning curves", "best so far", "parallel coordinates", "parameters")
@@ -177,35 +178,17 @@ class Dashboard:
     ) -> None:
         status = getattr(self.source, "status", None)
         state = status.state if status is not None else "finished"
-        elapsed = time.time() - self._started
-        name = html.escape(str(getattr(self.source, "name", "")))
-        self.title.value = f"<b>nbtune · {name}</b> — {state}" + (
-            f" · {elapsed:.0f} s" if live else ""
-        )
-        counts = {s: 0 for s in TrialStatus}
-        for trial in trials:
-            counts[trial.status] += 1
-        finished = counts[TrialStatus.TERMINATED] + counts[TrialStatus.ERROR]
+        elapsed = time.time() - self._started if live else None
+        self.title.value = title_html(str(getattr(self.source, "name", "")), state, elapsed)
+        finished = sum(trial.status.is_finished for trial in trials)
         self.progress.max = max(1, self._planned(len(trials)))
         self.progress.value = min(finished, self.progress.max)
-        self.counts.value = (
-            " ".join(f"{badge(s.value)} {n}" for s, n in counts.items() if n) or "no trials yet"
-        )
-        self.best.value = self._best_text(trials, metric, mode)
+        self.counts.value = counts_html(trials)
+        self.best.value = best_html(trials, metric, mode)
 
     def _planned(self, created: int) -> int:
         searcher = getattr(self.source, "searcher", None)
         return max(created, getattr(searcher, "total", 0) or 0)
-
-    def _best_text(self, trials: Sequence[Trial], metric: str | None, mode: str) -> str:
-        scored = [t for t in trials if t.best_value is not None]
-        if metric is None or not scored:
-            return ""
-        pick = min if mode == "min" else max
-        best = pick(scored, key=lambda t: t.best_value)
-        config = html.escape(", ".join(f"{k}={v}" for k, v in best.config.items()))
-        value = f"<b>{best.best_value:.6g}</b>"
-        return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 
     def _draw_tab(
         self,

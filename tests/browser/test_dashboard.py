@@ -72,4 +72,7 @@ def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open
     )
     page.get_by_text("— stopped").wait_for(timeout=10_000)
     notebook.wait_until_all_ran(timeout=60)
+    summary = page.locator(".nbtune-summary")
+    summary.wait_for(timeout=10_000)
+    assert "best loss" in summary.inner_text(), "wait() left a static summary for saved notebooks"
     notebook.screenshot("dashboard-stopped", scroll_to=chart)

@@ -163,6 +163,9 @@ def test_the_dashboard_shows_results_and_its_buttons_steer_the_run(kernel):
 
     ended = kernel.click_then_run(stop_all_id, "print(tuner.wait(60), tuner.state)")
     assert ended["stdout"] == "True stopped\n", "Stop all ended the run"
+    summary = "".join(data.get("text/html", "") for data in ended["displays"])
+    assert "nbtune · dash</b> — stopped" in summary, "wait() leaves a static summary"
+    assert "best loss = <b>" in summary
 
     final = kernel.run("""
         dashboard._thread.join(10)
