@@ -70,7 +70,7 @@ def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open
         ),
         "the run stopped",
     )
-    page.get_by_text("— stopped").wait_for(timeout=10_000)
+    page.locator(".widget-html-content", has_text="— stopped").wait_for(timeout=10_000)
     notebook.wait_until_all_ran(timeout=60)
     summary = page.locator(".nbtune-summary")
     summary.wait_for(timeout=10_000)
