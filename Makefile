@@ -26,11 +26,12 @@ demo: $(VENV)/.installed-demo
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check nbtune tests benchmarks examples
-	$(BIN)/ruff format --check nbtune tests benchmarks examples
+	$(BIN)/ruff check nbtune tests benchmarks examples tools
+	$(BIN)/ruff format --check nbtune tests benchmarks examples tools
 
 test: lint $(VENV)/ipykernel6/.installed | $(CHROMIUM)
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/
 
 # The dashboard is also tested on the latest ipykernel 6 (no subshells), kept apart from the
 # environment's ipykernel 7 and put on the test kernel's PYTHONPATH.
