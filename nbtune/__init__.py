@@ -34,6 +34,13 @@ _FRONT_END = {
 }
 
 
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext nbtune` registers the `%tune` magic; IPython is imported only then."""
+    from nbtune.magic import load_ipython_extension as load
+
+    load(ipython)
+
+
 def __getattr__(name: str):
     """The front end (plotly, ipywidgets) loads on first use, so `import nbtune` stays light."""
     if name in _FRONT_END:

@@ -248,3 +248,18 @@ def test_the_progress_line_outside_a_notebook(make_tuner, capsys):
     last_line = capsys.readouterr().err.strip().splitlines()[-1]
     assert last_line.startswith("nbtune run0: 3 trials (3 terminated) | 15 results | best loss=0.2")
     assert last_line.endswith("[finished]")
+
+
+def test_two_runs_side_by_side_do_not_wait_for_each_other(make_tuner, log):
+    first = make_tuner(trainables.forever, {"interval": 0.01}, num_samples=2, callbacks=[log])
+    first.start()
+    log.wait_for(lambda event: isinstance(event, TrialResult))
+    second_results = threading.Event()
+    second = make_tuner(trainables.count_up, {"steps": 3}, num_samples=2)
+    second.subscribe(lambda event: isinstance(event, TrialResult) and second_results.set())
+    second.start()
+    assert second_results.wait(30), "the second run got workers of its own"
+    assert second.wait(30)
+    assert first.status.running == 2, "while the first run went on"
+    first.stop()
+    assert first.wait(30)

@@ -49,20 +49,32 @@ from nbtune.trainable import TrialLaunch, run_trial
 _IDLE_WORKER_TIMEOUT_S = 300
 _MAX_RESUBMITS = 3
 _POOL_ERRORS = (BrokenProcessPool, ShutdownExecutorError)
-_pools: dict[int, ProcessPoolExecutor] = {}
+_every_pool: list[ProcessPoolExecutor] = []
+_idle_pools: dict[int, list[ProcessPoolExecutor]] = {}
 _pools_lock = threading.Lock()
 
 
-def _shared_pool(max_workers: int, *, replace_broken: ProcessPoolExecutor | None = None):
-    """The process-wide pool with `max_workers` workers, made anew if `replace_broken` is it."""
+def _acquire_pool(max_workers: int) -> ProcessPoolExecutor:
+    """A pool of `max_workers` workers that no live run uses: an idle warm one, or a new one.
+
+    Runs one after another share warm workers; runs side by side never queue behind each other.
+    """
     with _pools_lock:
-        pool = _pools.get(max_workers)
-        if pool is None or pool is replace_broken:
-            pool = ProcessPoolExecutor(max_workers=max_workers, timeout=_IDLE_WORKER_TIMEOUT_S)
-            for _ in range(max_workers):
-                pool.submit(_warm_up)
-            _pools[max_workers] = pool
+        idle = _idle_pools.get(max_workers)
+        if idle:
+            return idle.pop()
+        pool = ProcessPoolExecutor(max_workers=max_workers, timeout=_IDLE_WORKER_TIMEOUT_S)
+        for _ in range(max_workers):
+            pool.submit(_warm_up)
+        _every_pool.append(pool)
         return pool
+
+
+def _release_pool(pool: ProcessPoolExecutor) -> None:
+    """Keep `pool` warm for the next run, unless it broke."""
+    with _pools_lock:
+        if pool._flags.broken is None and not pool._flags.shutdown:
+            _idle_pools.setdefault(pool._max_workers, []).append(pool)
 
 
 def _warm_up() -> None:
@@ -76,9 +88,10 @@ def _warm_up() -> None:
 @atexit.register
 def _shutdown_pools() -> None:
     with _pools_lock:
-        for pool in _pools.values():
+        for pool in _every_pool:
             pool.shutdown(wait=False, kill_workers=True)
-        _pools.clear()
+        _every_pool.clear()
+        _idle_pools.clear()
 
 
 @functools.lru_cache(maxsize=4)
@@ -146,7 +159,8 @@ class LokyExecutor(Executor):
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         self._payload = cloudpickle.dumps(trainable)
-        self._pool = _shared_pool(self.max_workers or max_workers)
+        self._pool = _acquire_pool(self.max_workers or max_workers)
+        self._pools = [self._pool]
         self._authkey = secrets.token_bytes(32)
         self._listener = Listener(family="AF_UNIX", authkey=self._authkey)
         self._address = self._listener.address
@@ -166,14 +180,16 @@ class LokyExecutor(Executor):
 
     def resize(self, max_workers: int) -> None:
         if max_workers > self._pool._max_workers:
-            self._pool = _shared_pool(max_workers)
+            self._pool = _acquire_pool(max_workers)
+            self._pools.append(self._pool)
 
     def _submit(self, launch: TrialLaunch) -> None:
         args = (_run_in_worker, self._payload, launch, self._address, self._authkey)
         try:
             future = self._pool.submit(*args)
         except (BrokenProcessPool, ShutdownExecutorError):
-            self._pool = _shared_pool(self._pool._max_workers, replace_broken=self._pool)
+            self._pool = _acquire_pool(self._pool._max_workers)
+            self._pools.append(self._pool)
             future = self._pool.submit(*args)
         future.add_done_callback(functools.partial(self._on_task_done, launch.trial_id))
 
@@ -211,6 +227,8 @@ class LokyExecutor(Executor):
             self._connections, self._by_trial = {}, {}
         for connection in connections:
             connection.close()
+        for pool in self._pools:
+            _release_pool(pool)
 
     def _receive(self, connection: Connection) -> list[WorkerEvent]:
         """One message from a worker; its connection serves one trial after another."""

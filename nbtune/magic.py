@@ -1,0 +1,364 @@
+"""`%tune`: launch, steer and inspect nbtune runs from one line of a notebook.
+
+    %load_ext nbtune
+    %tune train --space space --samples 20 --metric loss --concurrency 2 --name sweep --as t
+    %tune pause 3
+    %tune df
+
+A thin layer over the `Tuner` API: each word is parsed (argparse) into exactly the arguments
+of one `Tuner` call. Mistakes come back as one line, IPython's `UsageError`, never as a
+traceback. This is the only module that imports IPython; `nbtune.load_ipython_extension`
+imports it when `%load_ext nbtune` runs, so `import nbtune` stays free of IPython.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import keyword
+import shlex
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from nbtune import registry
+from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
+from nbtune.space import SEPARATOR
+from nbtune.tuner import Tuner
+
+DEFAULT_VARIABLE = "_tuner"
+"""The name a launched Tuner is bound to in the notebook, unless `--as VAR` names another."""
+
+_TUNER_OPTIONS = (
+    "metric",
+    "mode",
+    "num_samples",
+    "max_concurrent",
+    "name",
+    "seed",
+    "searcher",
+    "scheduler",
+    "executor",
+    "stop",
+    "time_budget_s",
+    "storage_path",
+    "fail_fast",
+    "overwrite",
+)
+"""Launch options that are passed on to `Tuner(...)` under the same name, when given."""
+
+_USER_ERRORS = (
+    TrialNotFoundError,
+    IllegalTransitionError,
+    RunEndedError,
+    ValueError,
+    TypeError,
+    FileExistsError,
+)
+"""What the Tuner raises for a mistake the user can fix; shown as one line."""
+
+
+# ----- parsing words ---------------------------------------------------------------------------
+
+
+class _HelpShown(Exception):
+    """argparse has printed a help text (`-h`); there is nothing else to do."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that reports a wrong argument as a UsageError instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}\n{self.format_usage().rstrip()}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise _HelpShown
+
+
+def _trial_id(word: str) -> int | str:
+    if word == "all":
+        return word
+    try:
+        return int(word)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{word!r} is not a trial id (a number, or all)") from None
+
+
+def _assignment(word: str) -> tuple[tuple[str, ...], Any]:
+    """`model/layers=2` -> (("model", "layers"), 2): the value is a Python literal, else a str."""
+    key, equals, text = word.partition("=")
+    path = tuple(key.split(SEPARATOR))
+    if not equals or not text or not all(path):
+        raise argparse.ArgumentTypeError(
+            f"{word!r} is not KEY=VALUE (e.g. lr=0.01, act=relu, model/layers=2)"
+        )
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        value = text
+    return path, value
+
+
+def _nested(assignments: Iterable[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
+    """The dict that `_assignment`s describe: `model/layers=2` sets `["model"]["layers"]`."""
+    config: dict[str, Any] = {}
+    for path, value in assignments:
+        name = SEPARATOR.join(path)
+        group = config
+        for depth, key in enumerate(path[:-1]):
+            group = group.setdefault(key, {})
+            if not isinstance(group, dict):
+                raise ValueError(f"{name} is set, but so is {SEPARATOR.join(path[: depth + 1])}")
+        if isinstance(group.get(path[-1]), dict):
+            raise ValueError(f"{name} is set, but so are names under it ({name}{SEPARATOR}...)")
+        if path[-1] in group:
+            raise ValueError(f"{name} is set twice")
+        group[path[-1]] = value
+    return config
+
+
+def _identifier(word: str) -> str:
+    if not word.isidentifier() or keyword.iskeyword(word):
+        raise argparse.ArgumentTypeError(f"{word!r} is not a Python variable name")
+    return word
+
+
+def _launch_parser() -> _Parser:
+    parser = _Parser(
+        prog="%tune",
+        usage="%(prog)s TRAINABLE [--space NAME] [options]",
+        description="Launch a run in the background (Tuner(...).start()); the dashboard shows "
+        "under the cell and the Tuner is bound to a variable.",
+    )
+    add = parser.add_argument
+    add("trainable", metavar="TRAINABLE", help="name of the trainable (a function or a Trainable)")
+    add("--space", metavar="NAME", help="name of the search space (a dict)")
+    add("--samples", dest="num_samples", type=int, metavar="N", help="configurations to sample")
+    add("--metric", metavar="NAME", help="the reported value to optimise, e.g. loss")
+    add("--mode", choices=("min", "max"), help="minimise or maximise it (default: min)")
+    add("--concurrency", dest="max_concurrent", type=int, metavar="N", help="trials at once")
+    add("--name", metavar="NAME", help="the experiment's name, its folder under --storage")
+    add("--seed", type=int, metavar="N", help="makes the sampled configurations reproducible")
+    for family in registry.TABLE:
+        names = ", ".join(registry.names(family))
+        add(f"--{family}", metavar="NAME", help=f"one of: {names} (see below)")
+    add(
+        "--stop",
+        nargs="+",
+        action="extend",
+        type=_assignment,
+        metavar="KEY=VALUE",
+        help="stop each trial when it reaches these, e.g. training_iteration=10",
+    )
+    add(
+        "--time-budget",
+        dest="time_budget_s",
+        type=float,
+        metavar="SECONDS",
+        help="end the run after that",
+    )
+    add("--storage", dest="storage_path", metavar="PATH", help="default: nbtune-runs")
+    add("--overwrite", action="store_true", default=None, help="replace a run of the same name")
+    add("--fail-fast", action="store_true", default=None, help="end the run at the first error")
+    add("--no-display", dest="display", action="store_false", default=None, help="no dashboard")
+    add(
+        "--as",
+        dest="variable",
+        type=_identifier,
+        default=DEFAULT_VARIABLE,
+        metavar="VAR",
+        help=f"bind the Tuner to VAR (default: {DEFAULT_VARIABLE})",
+    )
+    return parser
+
+
+Action = Callable[[Tuner, argparse.Namespace], Any]
+"""One subcommand's call: (the run's Tuner, the parsed arguments) -> what the cell shows."""
+
+
+def _command_parsers() -> dict[str, tuple[_Parser, Action]]:
+    """Each subcommand: its parser, and the one Tuner call it makes."""
+    target = _Parser(add_help=False)
+    target.add_argument("--run", metavar="NAME", help="the run (default: the latest launched)")
+    commands: dict[str, tuple[_Parser, Action]] = {}
+
+    def command(name: str, summary: str, action: Action) -> Callable[..., Any]:
+        parser = _Parser(prog=f"%tune {name}", description=summary, parents=[target])
+        commands[name] = (parser, action)
+        return parser.add_argument
+
+    ids = {"metavar": "ID", "type": _trial_id}
+    pause = command("pause", "Pause trials, or all of them.", lambda t, a: t.pause(*a.ids))
+    pause("ids", nargs="+", **ids)
+    resume = command("resume", "Resume trials, or all of them.", lambda t, a: t.resume(*a.ids))
+    resume("ids", nargs="+", **ids)
+    stop = command(
+        "stop",
+        "End trials; with no ID (or all), end the run.",
+        lambda t, a: t.stop(*a.ids, force=a.force),
+    )
+    stop("ids", nargs="*", **ids)
+    stop("--force", action="store_true", help="kill the trials at once where the executor can")
+    fork = command(
+        "fork",
+        "Start a new trial from trial ID's latest checkpoint, with some values changed; "
+        "returns its id.",
+        lambda t, a: t.fork(a.id, _nested(a.changes)),
+    )
+    fork("id", metavar="ID", type=int)
+    fork("changes", nargs="*", type=_assignment, metavar="KEY=VALUE")
+    add = command(
+        "add",
+        "Queue a hand-picked configuration (every parameter); returns its id.",
+        lambda t, a: t.add_trial(_nested(a.config)),
+    )
+    add("config", nargs="+", type=_assignment, metavar="KEY=VALUE")
+    concurrency = command(
+        "concurrency", "Run N trials at once from now on.", lambda t, a: t.set_max_concurrent(a.n)
+    )
+    concurrency("n", metavar="N", type=int)
+    extend = command("extend", "Sample N more configurations.", lambda t, a: t.extend(a.n))
+    extend("n", metavar="N", type=int)
+    command("status", "The run's state and its trials counted by status.", lambda t, a: t.status)
+    df = command(
+        "df",
+        "The trials as a DataFrame (one row per trial), or with --history the result log.",
+        lambda t, a: t.history() if a.history else t.dataframe(),
+    )
+    df("--history", action="store_true", help="one row per reported result instead")
+    command(
+        "best",
+        "The best trial's config and result.",
+        lambda t, a: {"config": t.best_config, "result": t.best_result},
+    )
+    wait = command(
+        "wait", "Block until the run ends; returns whether it did.", lambda t, a: t.wait(a.timeout)
+    )
+    wait("--timeout", type=float, metavar="S", help="give up after S seconds")
+    return commands
+
+
+_LAUNCH = _launch_parser()
+_COMMANDS = _command_parsers()
+_USAGE = _LAUNCH.format_usage().rstrip()
+
+
+def _help() -> str:
+    commands = "\n".join(
+        f"  {parser.format_usage().removeprefix('usage: ').rstrip()}\n      {parser.description}"
+        for parser, _ in _COMMANDS.values()
+    )
+    names = registry.describe().replace("\n", "\n  ")
+    return f"""\
+Launch, steer and inspect nbtune runs from one line: the same calls as the Tuner API.
+
+{_LAUNCH.format_help().rstrip()}
+
+Commands act on the latest run launched with %tune, or on the one named by --run NAME:
+{commands}
+
+Names for --scheduler, --searcher and --executor:
+  {names}
+
+KEY=VALUE: the value is a Python literal (lr=0.02, sizes=[64,64], flag=True), anything else is
+a string (act=relu; write x='"1"' for the string "1"); "/" nests: model/layers=2 sets
+config["model"]["layers"]. A subcommand's name wins over a trainable of the same name.
+`%tune COMMAND -h` shows one command's options.
+"""
+
+
+# ----- the magic -------------------------------------------------------------------------------
+
+
+@magics_class
+class TuneMagics(Magics):
+    """The `%tune` line magic and the runs it launched in this kernel, by name."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.runs: dict[str, Tuner] = {}
+        """Tuners launched with `%tune`, by name, the latest last: commands act on it."""
+
+    @line_magic
+    def tune(self, line: str) -> Any:
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%tune: {exc}") from None
+        if not words:
+            raise UsageError(
+                f"%tune: name a trainable to launch, or a command: {', '.join(_COMMANDS)}\n{_USAGE}"
+            )
+        if words[0] in ("-h", "--help"):
+            print(_help())
+            return None
+        try:
+            if words[0] in _COMMANDS:
+                parser, action = _COMMANDS[words[0]]
+                args = parser.parse_args(words[1:])
+                return _one_line(parser.prog, action, self._target(args.run), args)
+            self._check_known(words[0])
+            return _one_line("%tune", self._launch, _LAUNCH.parse_args(words))
+        except _HelpShown:
+            return None
+
+    tune.__doc__ = _help()
+
+    def _launch(self, args: argparse.Namespace) -> None:
+        options = {k: v for k, v in vars(args).items() if k in _TUNER_OPTIONS and v is not None}
+        for family in registry.TABLE:
+            if family in options:
+                options[family] = registry.create(family, options[family])
+        if "stop" in options:
+            options["stop"] = _nested(options["stop"])
+        trainable = self._lookup(args.trainable)
+        space = None if args.space is None else self._lookup(args.space)
+        tuner = Tuner(trainable, space, **options)
+        tuner.start(display=args.display)
+        self.runs.pop(tuner.name, None)
+        self.runs[tuner.name] = tuner
+        self.shell.user_ns[args.variable] = tuner
+
+    def _target(self, name: str | None) -> Tuner:
+        if not self.runs:
+            raise UsageError(
+                f"%tune: no run was launched with %tune yet; launch one first\n{_USAGE}"
+            )
+        if name is None:
+            return next(reversed(self.runs.values()))
+        if name not in self.runs:
+            raise UsageError(f"%tune: no run named {name!r}; there are {', '.join(self.runs)}")
+        return self.runs[name]
+
+    def _check_known(self, word: str) -> None:
+        """A first word that is no command must name something in the notebook."""
+        if word.startswith("-") or word in self.shell.user_ns:
+            return
+        close = difflib.get_close_matches(word, _COMMANDS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(
+            f"%tune: {word!r} is neither a command nor a name defined in the notebook; {hint}"
+            f"commands: {', '.join(_COMMANDS)}\n{_USAGE}"
+        )
+
+    def _lookup(self, name: str) -> Any:
+        try:
+            return self.shell.user_ns[name]
+        except KeyError:
+            raise UsageError(f"%tune: {name!r} is not defined in the notebook") from None
+
+
+def _one_line(prog: str, call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`, with the Tuner's errors shown as one line: `%tune pause: there is no ...`."""
+    try:
+        return call(*args)
+    except _USER_ERRORS as exc:
+        raise UsageError(f"{prog}: {exc}") from None
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register `%tune` with `ipython` (what `%load_ext nbtune` calls)."""
+    ipython.register_magics(TuneMagics)

@@ -1,0 +1,442 @@
+"""`%tune` in a real kernel: each command, its effect on the run, and its one-line errors."""
+
+from __future__ import annotations
+
+import queue
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from nbtune import registry
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@dataclass
+class Cell:
+    """What a front end shows for one executed cell."""
+
+    ok: bool = True
+    stdout: str = ""
+    stderr: str = ""
+    result: str | None = None
+    """The text of the cell's value (`Out[n]`), if it has one."""
+    displays: list[dict] = field(default_factory=list)
+    page: str = ""
+    """What `?` sends to the pager."""
+
+
+class Kernel:
+    """A real ipykernel, driven as a notebook front end drives it."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.manager, self.client = start_new_kernel(kernel_name="python3", cwd=str(cwd))
+
+    def run(self, code: str, timeout: float = 60) -> Cell:
+        msg_id = self.client.execute(textwrap.dedent(code))
+        cell = Cell()
+        while True:
+            try:
+                msg = self.client.get_iopub_msg(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no reply within {timeout} s; so far {cell}") from None
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                setattr(cell, content["name"], getattr(cell, content["name"]) + content["text"])
+            elif kind == "execute_result":
+                cell.result = content["data"]["text/plain"]
+            elif kind == "display_data":
+                cell.displays.append(content["data"])
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        reply = self.client.get_shell_msg(timeout=timeout)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = self.client.get_shell_msg(timeout=timeout)
+        cell.ok = reply["content"]["status"] == "ok"
+        for payload in reply["content"].get("payload", []):
+            cell.page += payload.get("data", {}).get("text/plain", "")
+        return cell
+
+    def check(self, code: str) -> str:
+        """Run `code`, which must succeed; return what it printed."""
+        cell = self.run(code)
+        assert cell.ok, cell.stderr
+        return cell.stdout
+
+    def shutdown(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+SETUP = """
+    import contextlib
+    import threading
+    import time
+    import nbtune as nt
+    %load_ext nbtune
+
+    def train(config):
+        # Reports until it is stopped; checkpoints every step, so it pauses by checkpoint.
+        checkpoint = nt.get_checkpoint()
+        step = checkpoint["step"] if checkpoint else 0
+        while True:
+            step += 1
+            nt.report(loss=config["lr"] / step, checkpoint={"step": step})
+            threading.Event().wait(0.01)
+
+    space = {"lr": nt.grid([0.1, 0.2]), "model": {"layers": nt.choice([1, 2])}}
+
+    def wait_until(tuner, condition, timeout=30):
+        # Block until condition() holds, checking it again at each event of the run.
+        changed = threading.Event()
+        unsubscribe = tuner.subscribe(lambda event: changed.set())
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                changed.clear()
+                if condition():
+                    return
+                if not changed.wait(max(0, deadline - time.monotonic())):
+                    raise TimeoutError(f"still {statuses(tuner)} after {timeout} s")
+        finally:
+            unsubscribe()
+
+    def statuses(tuner):
+        return {trial.trial_id: trial.status.value for trial in tuner.trials}
+
+    def reported(tuner, *trial_ids):
+        # Whether these trials exist and each has reported at least once.
+        iterations = {trial.trial_id: trial.iteration for trial in tuner.trials}
+        return all(iterations.get(trial_id, 0) >= 1 for trial_id in trial_ids)
+
+    def stop_every_run():
+        # End the runs the last test launched, so that the next one has the workers.
+        for tuner in get_ipython().magics_manager.registry["TuneMagics"].runs.values():
+            with contextlib.suppress(nt.RunEndedError):
+                tuner.stop()
+            assert tuner.wait(30)
+"""
+
+
+@pytest.fixture(scope="module")
+def shared_kernel(tmp_path_factory):
+    """One kernel for the whole file (each test launches its own runs), working in a tmp dir."""
+    started = Kernel(tmp_path_factory.mktemp("notebook"))
+    started.check(SETUP)
+    yield started
+    started.shutdown()
+
+
+@pytest.fixture
+def kernel(shared_kernel):
+    yield shared_kernel
+    shared_kernel.check("stop_every_run()")
+
+
+# ----- launching ------------------------------------------------------------------------------
+
+
+def test_launch_starts_the_run_in_the_background_and_binds_the_tuner(kernel):
+    cell = kernel.run(
+        "%tune train --space space --samples 2 --metric loss --mode min --scheduler fifo "
+        "--searcher random --executor thread --concurrency 3 --seed 7 --time-budget 60 "
+        "--fail-fast --stop training_iteration=4 --storage runs --name launch --as t"
+    )
+    assert cell.ok, cell.stderr
+    assert any(WIDGET_VIEW in data for data in cell.displays), "the dashboard shows"
+
+    assert kernel.check("""
+        print(t.name, t.metric, t.mode, t.num_samples, t.max_concurrent, t.seed)
+        print(t.time_budget_s, t.fail_fast)
+        print(type(t.scheduler).__name__, type(t.searcher).__name__, type(t.executor).__name__)
+        print(t.wait(30), t.status, t.path.as_posix())
+        print(t.dataframe()["training_iteration"].tolist())
+    """).splitlines() == [
+        "launch loss min 2 3 7",
+        "60.0 True",
+        "FIFOScheduler RandomSearch ThreadExecutor",
+        "True <finished: 4 terminated> runs/launch",
+        "[4, 4, 4, 4]",
+    ]
+
+
+def test_launch_binds_tuner_by_default_and_stop_ends_the_run(kernel):
+    cell = kernel.run("%tune train --space space --name plain --no-display")
+    assert cell.ok and cell.displays == [] and cell.result is None, cell
+    assert kernel.check("print(_tuner.name, _tuner.state, type(_tuner.executor).__name__)") == (
+        "plain running LokyExecutor\n"
+    ), "the cell returned while the run goes on, in worker processes by default"
+
+    assert kernel.run("%tune stop").ok
+    assert kernel.check("print(_tuner.wait(30), _tuner.state)") == "True stopped\n"
+
+
+def test_a_taken_name_is_refused_unless_overwrite(kernel):
+    kernel.check("%tune train --space space --name taken --no-display --as first")
+    kernel.check("first.stop(); first.wait(30)")
+
+    refused = kernel.run("%tune train --space space --name taken --no-display --as second")
+    assert refused.stderr == (
+        "UsageError: %tune: nbtune-runs/taken already holds an experiment; pick another "
+        "name=..., or pass overwrite=True to replace it\n"
+    )
+    assert kernel.check("print('second' in globals())") == "False\n", "nothing was bound"
+
+    kernel.check("%tune train --space space --name taken --no-display --as second --overwrite")
+    assert kernel.check("print(second.state)") == "running\n"
+
+
+# ----- steering -------------------------------------------------------------------------------
+
+
+def test_pause_and_resume_trials_or_all_of_them(kernel):
+    kernel.check("""
+        %tune train --space space --samples 2 --concurrency 2 --name steer --no-display --as t
+        wait_until(t, lambda: reported(t, 0, 1))
+    """)
+
+    kernel.check("%tune pause 0")
+    assert (
+        kernel.check("""
+        wait_until(t, lambda: statuses(t)[0] == "PAUSED" and reported(t, 2))
+        print(t.get_trial(0).paused_by)
+    """)
+        == "checkpoint\n"
+    ), "trial 0 saved a checkpoint and freed its worker for trial 2"
+
+    kernel.check("%tune pause 1 2")
+    kernel.check("""
+        wait_until(t, lambda: statuses(t)[1] == statuses(t)[2] == "PAUSED" and reported(t, 3))
+    """)
+
+    kernel.check("%tune resume 0")
+    kernel.check('wait_until(t, lambda: statuses(t)[0] == "RUNNING")')
+
+    kernel.check("%tune pause all")
+    kernel.check("wait_until(t, lambda: set(statuses(t).values()) == {'PAUSED'})")
+
+    kernel.check("%tune resume all")
+    assert (
+        kernel.check("""
+        wait_until(t, lambda: t.status.running == 2)
+        print(t.status)
+    """)
+        == "<running (live): 2 pending, 2 running>\n"
+    )
+
+
+def test_stop_a_trial_or_force_it_or_end_the_run(kernel):
+    kernel.check("""
+        %tune train --space space --samples 2 --concurrency 2 --name halt --no-display --as t
+        wait_until(t, lambda: reported(t, 0, 1))
+    """)
+
+    kernel.check("%tune stop 0")
+    kernel.check('wait_until(t, lambda: statuses(t)[0] == "TERMINATED")')
+    assert kernel.run("%tune pause 0").stderr == (
+        "UsageError: %tune pause: trial 0 has ended (TERMINATED); only a pending or running "
+        "trial can be paused\n"
+    )
+
+    forced = kernel.run("%tune stop 1 --force")
+    assert forced.ok
+    assert "LokyExecutor cannot kill a single trial; trial(s) 1 stop at their next" in (
+        forced.stderr
+    ), "loky's shared pool cannot kill one worker: a warning, then a graceful stop"
+    kernel.check('wait_until(t, lambda: statuses(t)[1] == "TERMINATED")')
+
+    kernel.check("%tune stop")
+    assert kernel.check("print(t.wait(30), t.state)") == "True stopped\n"
+    assert kernel.run("%tune resume 2").stderr == (
+        "UsageError: %tune resume: the run 'halt' has ended (stopped); start a new Tuner (or "
+        "Tuner.restore) to go on\n"
+    )
+
+
+def test_add_fork_concurrency_and_extend(kernel):
+    kernel.check("""
+        %tune train --space space --concurrency 1 --name grow --no-display --as t
+        wait_until(t, lambda: reported(t, 0))
+    """)
+
+    added = kernel.run("%tune add lr=0.02 model/layers=2")
+    assert added.result == "1", "add returns the new trial's id (the 2nd grid point waits)"
+    assert kernel.check("print(t.get_trial(1).config)") == "{'lr': 0.02, 'model': {'layers': 2}}\n"
+
+    forked = kernel.run("%tune fork 0 lr=0.005")
+    assert forked.result == "2"
+    assert (
+        kernel.check("""
+        fork, parent = t.get_trial(2), t.get_trial(0)
+        print(fork.parent, fork.config == {"lr": 0.005, "model": parent.config["model"]})
+    """)
+        == "0 True\n"
+    )
+
+    kernel.check("%tune concurrency 4")
+    assert (
+        kernel.check("""
+        wait_until(t, lambda: t.status.running == 4)
+        print(t.status.max_concurrent)
+    """)
+        == "4\n"
+    ), "trials 0 to 3 (the 2nd grid point) now run at once"
+
+    kernel.check("%tune extend 3")
+    assert kernel.check("print(t.searcher.total)") == "5\n", "2 grid points, then 3 more"
+
+
+def test_commands_act_on_the_latest_run_or_the_one_named_by_run(kernel):
+    kernel.check("""
+        %tune train --space space --executor thread --name older --no-display --as older
+        %tune train --space space --executor thread --name newer --no-display --as newer
+        wait_until(older, lambda: reported(older, 0))
+        wait_until(newer, lambda: reported(newer, 0))
+    """)
+
+    kernel.check("%tune pause 0")
+    kernel.check('wait_until(newer, lambda: statuses(newer)[0] == "PAUSED")')
+    assert kernel.check("print(statuses(older)[0])") == "RUNNING\n"
+
+    kernel.check("%tune pause 0 --run older")
+    kernel.check('wait_until(older, lambda: statuses(older)[0] == "PAUSED")')
+
+    kernel.check("%tune stop --run older")
+    assert kernel.check("print(older.wait(30), newer.state)") == "True running\n"
+
+    unknown = kernel.run("%tune status --run nowhere")
+    assert unknown.stderr.startswith("UsageError: %tune: no run named 'nowhere'; there are ")
+
+
+# ----- inspecting -----------------------------------------------------------------------------
+
+
+def test_status_df_best_and_wait(kernel):
+    kernel.check(
+        "%tune train --space space --metric loss --seed 0 --stop training_iteration=3 "
+        "--executor thread --name inspect --no-display --as t"
+    )
+    assert kernel.run("%tune wait --timeout 30").result == "True"
+    assert kernel.run("%tune status").result == "<finished: 2 terminated>"
+
+    assert kernel.check("""
+        frame = %tune df
+        history = %tune df --history
+        print(frame.equals(t.dataframe()), frame["training_iteration"].tolist())
+        print(history.equals(t.history()), len(history))
+    """).splitlines() == ["True [3, 3]", "True 6"]
+
+    assert kernel.check("""
+        best = %tune best
+        print(best == {"config": t.best_config, "result": t.best_result})
+        print(best["config"]["lr"], best["result"]["loss"])
+    """).splitlines() == ["True", "0.1 0.03333333333333333"]
+
+
+def test_help_and_docstring_show_the_usage(kernel):
+    shown = kernel.run("%tune --help")
+    assert shown.ok and "usage: %tune TRAINABLE [--space NAME] [options]" in shown.stdout
+    for line in (
+        "  %tune pause [-h] [--run NAME] ID [ID ...]",
+        "  %tune stop [-h] [--run NAME] [--force] [ID ...]",
+        "  --executor   thread  ThreadExecutor()  threads, for debugging",
+    ):
+        assert line in shown.stdout.splitlines()
+
+    assert "usage: %tune TRAINABLE" in kernel.run("%tune?").page, "%tune? shows the same text"
+    assert kernel.run("%tune fork -h").stdout.startswith(
+        "usage: %tune fork [-h] [--run NAME] ID [KEY=VALUE ...]"
+    )
+
+
+# ----- mistakes: one line (and the usage when an argument is wrong), never a traceback --------
+
+USAGE = "usage: %tune TRAINABLE [--space NAME] [options]"
+COMMANDS = "pause, resume, stop, fork, add, concurrency, extend, status, df, best, wait"
+
+MISTAKES = {
+    "%tune": [f"%tune: name a trainable to launch, or a command: {COMMANDS}", USAGE],
+    "%tune pasue 3": [
+        "%tune: 'pasue' is neither a command nor a name defined in the notebook; "
+        f"did you mean 'pause'? commands: {COMMANDS}",
+        USAGE,
+    ],
+    "%tune --space space": ["%tune: the following arguments are required: TRAINABLE", USAGE],
+    "%tune train --space nowhere": ["%tune: 'nowhere' is not defined in the notebook"],
+    "%tune space --space space": [
+        "%tune: trainable={'lr': grid([0.1, 0.2]), 'model': {'layers': choice([1, 2])}}: pass "
+        "a function train(config) or a subclass of nbtune.Trainable"
+    ],
+    "%tune train --scheduler asha": ["%tune: unknown scheduler 'asha'; use one of: fifo"],
+    "%tune train --executor dask": ["%tune: unknown executor 'dask'; use one of: loky, thread"],
+    "%tune train --mode best": [
+        "%tune: argument --mode: invalid choice: 'best' (choose from 'min', 'max')",
+        USAGE,
+    ],
+    "%tune train --as 2t": ["%tune: argument --as: '2t' is not a Python variable name", USAGE],
+    "%tune pause": [
+        "%tune pause: the following arguments are required: ID",
+        "usage: %tune pause [-h] [--run NAME] ID [ID ...]",
+    ],
+    "%tune pause 99": ["%tune pause: there is no trial 99; its trials are 0 to 1"],
+    "%tune pause x": [
+        "%tune pause: argument ID: 'x' is not a trial id (a number, or all)",
+        "usage: %tune pause [-h] [--run NAME] ID [ID ...]",
+    ],
+    "%tune add lr": [
+        "%tune add: argument KEY=VALUE: 'lr' is not KEY=VALUE (e.g. lr=0.01, act=relu, "
+        "model/layers=2)",
+        "usage: %tune add [-h] [--run NAME] KEY=VALUE [KEY=VALUE ...]",
+    ],
+    "%tune add lr=0.1 lr=0.2": ["%tune add: lr is set twice"],
+    "%tune add lr=0.1 model=1 model/layers=2": ["%tune add: model/layers is set, but so is model"],
+    "%tune add lr=0.1": ["%tune add: config does not fit the search space: missing 'model/layers'"],
+    "%tune add act='relu": ["%tune: No closing quotation"],
+    "%tune fork 0 =0.1": [
+        "%tune fork: argument KEY=VALUE: '=0.1' is not KEY=VALUE (e.g. lr=0.01, act=relu, "
+        "model/layers=2)",
+        "usage: %tune fork [-h] [--run NAME] ID [KEY=VALUE ...]",
+    ],
+    "%tune fork 0 momentum=0.9": [
+        "%tune fork: fork(0, ...): 'momentum' is not a parameter of the search space; use lr, "
+        "model/layers"
+    ],
+    "%tune concurrency 0": ["%tune concurrency: max_concurrent=0: pass a whole number >= 1"],
+    "%tune concurrency two": [
+        "%tune concurrency: argument N: invalid int value: 'two'",
+        "usage: %tune concurrency [-h] [--run NAME] N",
+    ],
+}
+
+
+@pytest.mark.parametrize("call", MISTAKES)
+def test_a_mistake_is_one_line_with_the_usage(kernel, call):
+    kernel.check("""
+        %tune train --space space --executor thread --name mistakes --overwrite --no-display
+        wait_until(_tuner, lambda: reported(_tuner, 0, 1))
+    """)
+    cell = kernel.run(call)
+    assert not cell.ok, "the cell fails, so that Run All stops there"
+    assert cell.stderr.splitlines() == [f"UsageError: {MISTAKES[call][0]}", *MISTAKES[call][1:]]
+
+
+def test_a_command_before_any_launch_says_to_launch_first(tmp_path):
+    fresh = Kernel(tmp_path)
+    try:
+        cell = fresh.run("%load_ext nbtune\n%tune status")
+    finally:
+        fresh.shutdown()
+    assert cell.stderr.splitlines() == [
+        "UsageError: %tune: no run was launched with %tune yet; launch one first",
+        USAGE,
+    ]
+
+
+def test_the_readme_lists_the_names_the_magic_accepts():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert registry.describe(markdown=True) in readme, "paste registry.describe(markdown=True)"
