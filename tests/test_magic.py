@@ -2,75 +2,14 @@
 
 from __future__ import annotations
 
-import queue
-import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from jupyter_client.manager import start_new_kernel
+from kernels import Kernel
 
 from nbtune import registry
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-
-
-@dataclass
-class Cell:
-    """What a front end shows for one executed cell."""
-
-    ok: bool = True
-    stdout: str = ""
-    stderr: str = ""
-    result: str | None = None
-    """The text of the cell's value (`Out[n]`), if it has one."""
-    displays: list[dict] = field(default_factory=list)
-    page: str = ""
-    """What `?` sends to the pager."""
-
-
-class Kernel:
-    """A real ipykernel, driven as a notebook front end drives it."""
-
-    def __init__(self, cwd: Path) -> None:
-        self.manager, self.client = start_new_kernel(kernel_name="python3", cwd=str(cwd))
-
-    def run(self, code: str, timeout: float = 60) -> Cell:
-        msg_id = self.client.execute(textwrap.dedent(code))
-        cell = Cell()
-        while True:
-            try:
-                msg = self.client.get_iopub_msg(timeout=timeout)
-            except queue.Empty:
-                raise AssertionError(f"no reply within {timeout} s; so far {cell}") from None
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream":
-                setattr(cell, content["name"], getattr(cell, content["name"]) + content["text"])
-            elif kind == "execute_result":
-                cell.result = content["data"]["text/plain"]
-            elif kind == "display_data":
-                cell.displays.append(content["data"])
-            elif kind == "status" and content["execution_state"] == "idle":
-                break
-        reply = self.client.get_shell_msg(timeout=timeout)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = self.client.get_shell_msg(timeout=timeout)
-        cell.ok = reply["content"]["status"] == "ok"
-        for payload in reply["content"].get("payload", []):
-            cell.page += payload.get("data", {}).get("text/plain", "")
-        return cell
-
-    def check(self, code: str) -> str:
-        """Run `code`, which must succeed; return what it printed."""
-        cell = self.run(code)
-        assert cell.ok, cell.stderr
-        return cell.stdout
-
-    def shutdown(self) -> None:
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
 
 
 SETUP = """
