@@ -47,6 +47,7 @@ _TUNER_OPTIONS = (
     "storage_path",
     "fail_fast",
     "overwrite",
+    "resume",
 )
 """Launch options that are passed on to `Tuner(...)` under the same name, when given."""
 
@@ -162,6 +163,7 @@ def _launch_parser() -> _Parser:
     )
     add("--storage", dest="storage_path", metavar="PATH", help="default: nbtune-runs")
     add("--overwrite", action="store_true", default=None, help="replace a run of the same name")
+    add("--resume", action="store_true", default=None, help="carry on a run of the same name")
     add("--fail-fast", action="store_true", default=None, help="end the run at the first error")
     add("--no-display", dest="display", action="store_false", default=None, help="no dashboard")
     add(

@@ -24,7 +24,7 @@ import numbers
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -54,6 +54,7 @@ from nbtune.executors._base import (
 )
 from nbtune.schedulers._base import Decision, Scheduler
 from nbtune.search._base import Searcher
+from nbtune.space import SearchSpace
 from nbtune.stopping import StopFunction
 from nbtune.storage import ExperimentStorage
 from nbtune.trainable import TrialLaunch
@@ -83,6 +84,7 @@ class TrialRunner:
         mode: str,
         max_concurrent: int,
         should_stop: StopFunction,
+        space: SearchSpace,
         time_budget_s: float | None = None,
         fail_fast: bool = False,
     ) -> None:
@@ -109,6 +111,7 @@ class TrialRunner:
         self.trials: dict[int, Trial] = {}
         self.results: list[Mapping[str, Any]] = []
         self.best_result: Mapping[str, Any] | None = None
+        self.space = space
 
         self._best_value: float | None = None
         self._queue: list[int] = []
@@ -124,6 +127,39 @@ class TrialRunner:
         self._resume_on_arrival: set[int] = set()
         self._stop_requested: set[int] = set()
         self._requeue_requested: set[int] = set()
+        self._replay_until: dict[int, int] = {}
+
+    def carry_on(self, trials: Sequence[Trial], results: Sequence[Mapping[str, Any]]) -> None:
+        """Take over a stopped or crashed run's trials and results (before `run()`).
+
+        Finished trials stay as they were. Every other one goes back to the queue, to start
+        again from its latest checkpoint (or from scratch): the results it reported after that
+        checkpoint are already in the log, so when it reports them again they are replayed
+        silently rather than recorded twice.
+        """
+        for row in results:
+            self.results.append(row)
+            self._track_best(row)
+        for trial in trials:
+            if trial.status.is_finished:
+                self.trials[trial.trial_id] = trial
+                continue
+            restart = trial.checkpoint_iteration or 0
+            if trial.iteration > restart:
+                self._replay_until[trial.trial_id] = trial.iteration
+            self.trials[trial.trial_id] = Trial(
+                trial_id=trial.trial_id,
+                config=trial.config,
+                iteration=restart,
+                last_result=trial.last_result,
+                best_value=trial.best_value,
+                checkpoint=trial.checkpoint,
+                checkpoint_iteration=trial.checkpoint_iteration,
+                runtime_s=trial.runtime_s,
+                parent=trial.parent,
+                origin=trial.origin,
+            )
+            self._queue.append(trial.trial_id)
 
     # ----- talking to the runner from other threads -------------------------------------------
 
@@ -231,22 +267,25 @@ class TrialRunner:
             config = self.searcher.suggest(len(self.trials))
             if config is not None:
                 with self.lock:
-                    self.add_trial(config)
+                    self.add_trial(config, origin="searcher")
         waiting = [self.trials[trial_id] for trial_id in self._queue]
         chosen = self.scheduler.choose_trial_to_run(waiting) if waiting else None
         if chosen is not None:
             self._queue.remove(chosen.trial_id)
         return chosen
 
-    def add_trial(self, config: Mapping[str, Any], *, parent: Trial | None = None) -> int:
+    def add_trial(
+        self, config: Mapping[str, Any], *, parent: Trial | None = None, origin: str = "user"
+    ) -> int:
         """Create a PENDING trial and queue it; return its id. Runner thread only.
 
         A trial forked from `parent` starts from the parent's latest checkpoint, and waits
         ahead of fresh trials.
         """
-        trial = Trial(trial_id=len(self.trials), config=dict(config))
+        trial = Trial(trial_id=len(self.trials), config=dict(config), origin=origin)
         if parent is not None:
             trial = trial.evolve(
+                origin="fork",
                 parent=parent.trial_id,
                 checkpoint=parent.checkpoint,
                 checkpoint_iteration=parent.checkpoint_iteration,
@@ -271,7 +310,7 @@ class TrialRunner:
 
     def saved_state(self) -> dict[str, Any]:
         """What `restore` needs beyond the trial journal: the searcher and the scheduler."""
-        return {"searcher": self.searcher, "scheduler": self.scheduler}
+        return {"searcher": self.searcher, "scheduler": self.scheduler, "space": self.space}
 
     def _first_fresh_in_queue(self) -> int:
         """Where trials that carry on (resumed, forked) join the queue: ahead of fresh ones."""
@@ -321,6 +360,8 @@ class TrialRunner:
         if trial.status is not TrialStatus.RUNNING:
             self.executor.reply(trial.trial_id, Decision.STOP)
             return
+        if self._replayed(trial, event):
+            return
         problem = self._check_metrics(event.metrics)
         if problem is not None:
             self.executor.reply(trial.trial_id, Decision.STOP)
@@ -346,6 +387,26 @@ class TrialRunner:
         self._track_best(row)
         self.searcher.on_result(trial.trial_id, row)
         self.bus.publish(TrialResult(trial.trial_id, row))
+
+    def _replayed(self, trial: Trial, event: WorkerResult) -> bool:
+        """Whether this result repeats one the log already holds (a trial carried on from a
+        checkpoint older than its last result); it is counted but not recorded again."""
+        until = self._replay_until.get(trial.trial_id)
+        if until is None:
+            return False
+        iteration = trial.iteration + 1
+        if iteration >= until:
+            del self._replay_until[trial.trial_id]
+        self.executor.reply(
+            trial.trial_id, Decision.STOP if self._stopping is not None else Decision.CONTINUE
+        )
+        trial = trial.evolve(iteration=iteration)
+        if event.checkpoint is not None:
+            trial = trial.evolve(
+                checkpoint=str(self._relative(event.checkpoint)), checkpoint_iteration=iteration
+            )
+        self._set(trial, journal=event.checkpoint is not None)
+        return True
 
     def _decide(self, trial: Trial, row: Mapping[str, Any]) -> Decision:
         """User commands first, then stop criteria, then the scheduler."""

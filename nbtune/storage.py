@@ -97,10 +97,13 @@ class ExperimentStorage:
         """Make the directory (readable by its owner only) and write the spec."""
         self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.path / "trials").mkdir(exist_ok=True, mode=0o700)
+        self.write_spec(spec)
+        self.open_logs()
+
+    def write_spec(self, spec: Mapping[str, Any]) -> None:
         write_atomically(
             self.path / "experiment.json", json.dumps(spec, indent=2).encode(), durable=True
         )
-        self.open_logs()
 
     def open_logs(self) -> None:
         """Open the result log and the trial journal for appending."""

@@ -72,6 +72,7 @@ class Trial:
             from its checkpoint), "suspend" (it cannot checkpoint, so it waits inside
             `report()` and keeps its worker) or "queue" (it had not started yet).
         parent: the trial it was forked from, if any.
+        origin: who made it: "searcher", "user" (`add_trial`) or "fork".
     """
 
     trial_id: int
@@ -87,6 +88,7 @@ class Trial:
     error: str | None = None
     paused_by: str | None = None
     parent: int | None = None
+    origin: str = "searcher"
 
     def evolve(self, **changes: Any) -> Trial:
         """Return a copy with `changes` applied; a status change must be a legal transition."""

@@ -34,7 +34,7 @@ from nbtune.search._base import Searcher
 from nbtune.search.random import RandomSearch
 from nbtune.space import SearchSpace
 from nbtune.stopping import StopFunction, make_stopper
-from nbtune.storage import ExperimentStorage
+from nbtune.storage import ExperimentReader, ExperimentStorage
 from nbtune.trainable import is_class_trainable
 from nbtune.trial import Trial, TrialStatus
 
@@ -97,6 +97,7 @@ class Tuner(ResultsView):
         fail_fast: end the run when the first trial fails.
         progress: print a progress line on stderr (default: yes, except in a notebook).
         overwrite: replace an existing experiment of the same name instead of refusing.
+        resume: carry on the experiment of the same name, if there is one (see `restore`).
     """
 
     def __init__(
@@ -120,6 +121,7 @@ class Tuner(ResultsView):
         fail_fast: bool = False,
         progress: bool | None = None,
         overwrite: bool = False,
+        resume: bool = False,
     ) -> None:
         _check_trainable(trainable)
         if mode not in ("min", "max"):
@@ -133,20 +135,22 @@ class Tuner(ResultsView):
         self.trainable = trainable
         self.metric = metric
         self.mode = mode
-        self.space = SearchSpace(space)
-        self.seed = secrets.randbits(31) if seed is None else _non_negative_int("seed", seed)
-        self.space.config(0, self.seed)
-        self.searcher = searcher or RandomSearch()
-        self.scheduler = scheduler or FIFOScheduler()
-        self.executor = executor or LokyExecutor()
-        self.should_stop = make_stopper(stop, metric, mode)
-        self.time_budget_s = time_budget_s
-        self.fail_fast = fail_fast
         self.name = name or f"{_trainable_name(trainable)}-{time.strftime('%Y%m%d-%H%M%S')}"
         if not _NAME.match(self.name):
             raise ValueError(f"name={self.name!r}: use letters, digits, '_', '-' and '.' only")
         self.path = Path(storage_path) / self.name
         self.overwrite = overwrite
+        self._previous = _previous_run(self.path) if resume else None
+        saved = {} if self._previous is None else self._previous.state()
+        self.space = saved["space"] if space is None and "space" in saved else SearchSpace(space)
+        self.seed = secrets.randbits(31) if seed is None else _non_negative_int("seed", seed)
+        self.space.config(0, self.seed)
+        self.searcher = saved.get("searcher") or searcher or RandomSearch()
+        self.scheduler = saved.get("scheduler") or scheduler or FIFOScheduler()
+        self.executor = executor or LokyExecutor()
+        self.should_stop = make_stopper(stop, metric, mode)
+        self.time_budget_s = time_budget_s
+        self.fail_fast = fail_fast
         self._check_free_name()
         if getattr(self.executor, "pickles_trainable", True):
             _check_picklable(trainable)
@@ -170,7 +174,8 @@ class Tuner(ResultsView):
         if self._runner is not None:
             raise RuntimeError(f"tuner {self.name!r} was already started; make a new Tuner")
         storage = self._create_storage()
-        self.searcher.setup(self.space, self.metric, self.mode, self.num_samples, self.seed)
+        if self._previous is None:
+            self.searcher.setup(self.space, self.metric, self.mode, self.num_samples, self.seed)
         self.scheduler.set_objective(self.metric, self.mode)
         if self.progress:
             self.bus.subscribe(ProgressLine(self.name, self.metric, self.mode))
@@ -185,9 +190,15 @@ class Tuner(ResultsView):
             mode=self.mode,
             max_concurrent=self.max_concurrent,
             should_stop=self.should_stop,
+            space=self.space,
             time_budget_s=self.time_budget_s,
             fail_fast=self.fail_fast,
         )
+        if self._previous is not None:
+            results = self._previous.results()
+            trials = self._previous.trials(results, self.metric, self.mode)
+            self.searcher.restore(trials)
+            self._runner.carry_on(trials, results)
         context = contextvars.copy_context()
         self._thread = threading.Thread(
             target=context.run, args=(self._runner.run,), name="nbtune-runner", daemon=True
@@ -226,6 +237,29 @@ class Tuner(ResultsView):
         """Start the run and wait for it to end (`display` as for `start`)."""
         self.start(display)
         self.wait()
+
+    @classmethod
+    def restore(
+        cls, path: str | os.PathLike, trainable: Callable[[dict[str, Any]], Any] | type, **options
+    ) -> Tuner:
+        """Carry on a stopped or crashed run from its directory, e.g. "nbtune-runs/demo".
+
+        Finished trials stay as they were; every other one starts again from its latest
+        checkpoint (or from scratch), and its results already in the log are not recorded
+        twice; the searcher and scheduler go on from their saved state. The metric, mode,
+        budget, concurrency and seed come from the run's spec unless given in `options`
+        (which take any `Tuner` argument, e.g. `stop=` or `callbacks=`, which are not saved).
+        Call `start()` or `run()` on the result.
+
+        The directory's pickled state runs code when loaded: only restore runs you trust.
+        """
+        reader = ExperimentReader(path)
+        spec = reader.spec()
+        for key in ("metric", "mode", "num_samples", "max_concurrent", "seed"):
+            options.setdefault(key, spec[key])
+        return cls(
+            trainable, name=spec["name"], storage_path=reader.path.parent, resume=True, **options
+        )
 
     # ----- steering a live run (from any thread) -----------------------------------------------
 
@@ -421,18 +455,30 @@ class Tuner(ResultsView):
         return self._runner
 
     def _check_free_name(self) -> None:
-        if self.overwrite or not ExperimentStorage(self.path).exists:
+        if self.overwrite or self._previous is not None or not ExperimentStorage(self.path).exists:
             return
         raise FileExistsError(
-            f"{self.path} already holds an experiment; pick another name=..., "
-            "or pass overwrite=True to replace it"
+            f"{self.path} already holds an experiment; pass resume=True to carry it on, "
+            "pick another name=..., or pass overwrite=True to replace it"
         )
+
+    def _grow_budget(self, storage: ExperimentStorage) -> None:
+        """A resumed run asked for more samples than it had: the searcher may suggest more."""
+        spec = self._previous.spec()
+        more = self.num_samples - spec["num_samples"]
+        if more > 0:
+            self.searcher.extend(more * self.space.grid_size)
+            storage.write_spec({**spec, "num_samples": self.num_samples})
 
     def _create_storage(self) -> ExperimentStorage:
         self._check_free_name()
+        storage = ExperimentStorage(self.path)
+        if self._previous is not None:
+            self._grow_budget(storage)
+            storage.open_logs()
+            return storage
         if self.overwrite and self.path.exists():
             shutil.rmtree(self.path)
-        storage = ExperimentStorage(self.path)
         storage.create(
             {
                 "name": self.name,
@@ -468,6 +514,10 @@ def _check_picklable(trainable: object) -> None:
             f"({type(exc).__name__}: {str(exc).splitlines()[0]}); create that object inside "
             "the trainable, or pass executor=nbtune.ThreadExecutor()"
         ) from exc
+
+
+def _previous_run(path: Path) -> ExperimentReader | None:
+    return ExperimentReader(path) if ExperimentStorage(path).exists else None
 
 
 def _trainable_name(trainable: object) -> str:

@@ -68,7 +68,10 @@ def test_a_sample_from_that_raises_is_caught_before_any_worker_starts(make_tuner
 
 def test_a_second_run_with_the_same_name_is_refused_unless_told(make_tuner):
     first = run(make_tuner(trainables.count_up, name="same", metric="loss"))
-    with pytest.raises(FileExistsError, match="already holds an experiment; pick another name"):
+    with pytest.raises(
+        FileExistsError,
+        match="already holds an experiment; pass resume=True to carry it on, pick another name",
+    ):
         make_tuner(trainables.count_up, name="same")
     assert len(nt.load(first.path).history()) == 5, "the first run is untouched"
     second = run(make_tuner(trainables.count_up, {"steps": 2}, name="same", overwrite=True))

@@ -121,8 +121,8 @@ def test_a_taken_name_is_refused_unless_overwrite(kernel):
 
     refused = kernel.run("%tune train --space space --name taken --no-display --as second")
     assert refused.stderr == (
-        "UsageError: %tune: nbtune-runs/taken already holds an experiment; pick another "
-        "name=..., or pass overwrite=True to replace it\n"
+        "UsageError: %tune: nbtune-runs/taken already holds an experiment; pass resume=True to "
+        "carry it on, pick another name=..., or pass overwrite=True to replace it\n"
     )
     assert kernel.check("print('second' in globals())") == "False\n", "nothing was bound"
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nbtune.space import SearchSpace
+from nbtune.trial import Trial
 
 
 class Searcher:
@@ -44,6 +45,13 @@ class Searcher:
     def extend(self, num_samples: int) -> None:
         """Allow `num_samples` more configurations than the budget given to `setup`."""
         raise NotImplementedError(f"{type(self).__name__} cannot extend its budget")
+
+    def restore(self, trials: Sequence[Trial]) -> None:
+        """Catch up with the trials of a run being resumed.
+
+        Its saved state can be up to a second older than the trial journal; a searcher whose
+        state follows from the trials it suggested (`origin == "searcher"`) updates it here.
+        """
 
     def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
         """`trial_id` reported `result`."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from nbtune.search._base import Searcher
 from nbtune.space import SearchSpace
+from nbtune.trial import Trial
 
 
 class RandomSearch(Searcher):
@@ -47,3 +49,7 @@ class RandomSearch(Searcher):
 
     def extend(self, num_samples: int) -> None:
         self._total += num_samples
+
+    def restore(self, trials: Sequence[Trial]) -> None:
+        suggested = sum(trial.origin == "searcher" for trial in trials)
+        self._next_index = max(self._next_index, suggested)

@@ -1,0 +1,107 @@
+"""Carrying on a run that was stopped or whose driver died: nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import trainables
+
+import nbtune as nt
+from nbtune.events import TrialPaused, TrialResult
+
+STEPS = 40
+SPACE = {"steps": STEPS, "interval": 0.02, "checkpoint": True, "x": nt.grid(range(4))}
+
+
+def results_on_disk(run: Path) -> list[tuple[int, int]]:
+    lines = (run / "results.jsonl").read_text().splitlines()
+    rows = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        rows.append((row["trial_id"], row["training_iteration"]))
+    return rows
+
+
+def assert_every_trial_complete_once(tuner) -> None:
+    frame = tuner.dataframe()
+    assert (frame["status"] == "TERMINATED").all(), frame[["trial_id", "status", "error"]]
+    assert sorted(frame["config/x"]) == [0, 1, 2, 3], "no grid point run twice, none missed"
+    history = tuner.history()
+    for _, iterations in history.groupby("trial_id")["training_iteration"]:
+        assert iterations.tolist() == list(range(1, STEPS + 1))
+    assert (history["step"] == history["training_iteration"]).all(), "no work repeated or skipped"
+    on_disk = results_on_disk(tuner.path)
+    assert len(on_disk) == len(set(on_disk)) == 4 * STEPS, "each result on disk exactly once"
+
+
+def test_a_run_whose_driver_was_killed_carries_on(runs):
+    driver = textwrap.dedent(f"""
+        import sys, threading
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import nbtune as nt, trainables
+        space = {{"steps": {STEPS}, "interval": 0.02, "checkpoint": True, "x": nt.grid(range(4))}}
+        tuner = nt.Tuner(trainables.steps, space, metric="loss", max_concurrent=2,
+                         name="crash", storage_path={str(runs)!r}, seed=0, progress=False)
+        tuner.run()
+    """)
+    process = subprocess.Popen([sys.executable, "-c", driver], start_new_session=True)
+    run = runs / "crash"
+    deadline = time.monotonic() + 60
+    while not ((run / "results.jsonl").exists() and len(results_on_disk(run)) >= 30):
+        assert time.monotonic() < deadline and process.poll() is None, "the driver never got going"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    reported = set(results_on_disk(run))
+
+    tuner = nt.Tuner.restore(run, trainables.steps, progress=False)
+    tuner.run()
+
+    assert reported <= set(results_on_disk(run)), "every result reported before the kill is kept"
+    assert_every_trial_complete_once(tuner)
+
+
+def test_a_paused_trial_of_a_stopped_run_resumes_from_its_checkpoint(make_tuner, log):
+    tuner = make_tuner(trainables.steps, SPACE, metric="loss", name="paused", callbacks=[log])
+    tuner.start()
+    log.wait_for(lambda e: isinstance(e, TrialResult) and e.result["training_iteration"] >= 3)
+    tuner.pause(0)
+    log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 0)
+    tuner.stop()
+    assert tuner.wait(30)
+    paused_at = tuner.get_trial(0).iteration
+    assert tuner.get_trial(0).status is nt.TrialStatus.PAUSED
+
+    again = nt.Tuner.restore(tuner.path, trainables.steps, progress=False, stop=None)
+    again.run()
+    history = again.history()
+    trial_0 = history[history["trial_id"] == 0]["training_iteration"].tolist()
+    assert trial_0 == list(range(1, STEPS + 1)), f"paused at {paused_at}, carried on from there"
+    assert again.get_trial(0).status is nt.TrialStatus.TERMINATED
+
+
+def test_resume_true_carries_on_a_run_of_the_same_name(make_tuner):
+    first = make_tuner(trainables.count_up, {"x": nt.grid([1, 2])}, name="same", metric="loss")
+    first.run()
+    again = make_tuner(
+        trainables.count_up,
+        {"x": nt.grid([1, 2])},
+        name="same",
+        metric="loss",
+        num_samples=2,
+        resume=True,
+    )
+    again.run()
+    frame = again.dataframe()
+    assert frame["trial_id"].tolist() == [0, 1, 2, 3], "ids go on from where the first run ended"
+    assert len(again.history()) == 4 * 5
