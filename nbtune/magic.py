@@ -52,6 +52,7 @@ _TUNER_OPTIONS = (
 """Launch options that are passed on to `Tuner(...)` under the same name, when given."""
 
 _USER_ERRORS = (
+    FileNotFoundError,
     TrialNotFoundError,
     IllegalTransitionError,
     RunEndedError,
@@ -165,6 +166,12 @@ def _launch_parser() -> _Parser:
     add("--overwrite", action="store_true", default=None, help="replace a run of the same name")
     add("--resume", action="store_true", default=None, help="carry on a run of the same name")
     add("--fail-fast", action="store_true", default=None, help="end the run at the first error")
+    _add_binding(add)
+    return parser
+
+
+def _add_binding(add: Callable[..., Any]) -> None:
+    """The options of commands that start a run: where the Tuner goes, and the dashboard."""
     add("--no-display", dest="display", action="store_false", default=None, help="no dashboard")
     add(
         "--as",
@@ -174,6 +181,17 @@ def _launch_parser() -> _Parser:
         metavar="VAR",
         help=f"bind the Tuner to VAR (default: {DEFAULT_VARIABLE})",
     )
+
+
+def _restore_parser() -> _Parser:
+    parser = _Parser(
+        prog="%tune restore",
+        description="Carry on a stopped or crashed run from its directory "
+        "(Tuner.restore(PATH, TRAINABLE).start()).",
+    )
+    parser.add_argument("path", metavar="PATH", help="the run's directory, e.g. nbtune-runs/sweep")
+    parser.add_argument("trainable", metavar="TRAINABLE", help="name of the trainable")
+    _add_binding(parser.add_argument)
     return parser
 
 
@@ -244,6 +262,7 @@ def _command_parsers() -> dict[str, tuple[_Parser, Action]]:
 
 
 _LAUNCH = _launch_parser()
+_RESTORE = _restore_parser()
 _COMMANDS = _command_parsers()
 _USAGE = _LAUNCH.format_usage().rstrip()
 
@@ -258,6 +277,9 @@ def _help() -> str:
 Launch, steer and inspect nbtune runs from one line: the same calls as the Tuner API.
 
 {_LAUNCH.format_help().rstrip()}
+
+  {_RESTORE.format_usage().removeprefix("usage: ").rstrip()}
+      {_RESTORE.description}
 
 Commands act on the latest run launched with %tune, or on the one named by --run NAME:
 {commands}
@@ -298,6 +320,8 @@ class TuneMagics(Magics):
             print(_help())
             return None
         try:
+            if words[0] == "restore":
+                return _one_line(_RESTORE.prog, self._restore, _RESTORE.parse_args(words[1:]))
             if words[0] in _COMMANDS:
                 parser, action = _COMMANDS[words[0]]
                 args = parser.parse_args(words[1:])
@@ -318,7 +342,13 @@ class TuneMagics(Magics):
             options["stop"] = _nested(options["stop"])
         trainable = self._lookup(args.trainable)
         space = None if args.space is None else self._lookup(args.space)
-        tuner = Tuner(trainable, space, **options)
+        self._adopt(Tuner(trainable, space, **options), args)
+
+    def _restore(self, args: argparse.Namespace) -> None:
+        self._adopt(Tuner.restore(args.path, self._lookup(args.trainable)), args)
+
+    def _adopt(self, tuner: Tuner, args: argparse.Namespace) -> None:
+        """Start `tuner`, make it the latest run and bind it to `--as`."""
         tuner.start(display=args.display)
         self.runs.pop(tuner.name, None)
         self.runs[tuner.name] = tuner

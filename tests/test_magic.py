@@ -130,6 +130,31 @@ def test_a_taken_name_is_refused_unless_overwrite(kernel):
     assert kernel.check("print(second.state)") == "running\n"
 
 
+def test_restore_carries_on_a_stopped_run(kernel):
+    kernel.check("%tune train --space space --name comeback --no-display --as first")
+    kernel.check("""
+        wait_until(first, lambda: reported(first, 0))
+        first.pause(0)
+        wait_until(first, lambda: statuses(first)[0] == "PAUSED")
+        first.stop(); first.wait(30)
+    """)
+    cell = kernel.run("%tune restore nbtune-runs/comeback train --no-display --as again")
+    assert cell.ok, cell.stderr
+    carried_on = kernel.check("""
+        wait_until(again, lambda: again.get_trial(0).iteration > first.get_trial(0).iteration)
+        print(again.name, again.get_trial(0).status)
+    """)
+    assert carried_on == "comeback RUNNING\n", "trial 0, paused when the run stopped, goes on"
+    assert kernel.run("%tune stop").ok, "the restored run is the latest: commands act on it"
+    assert kernel.check("print(again.wait(30), again.state)") == "True stopped\n"
+
+    missing = kernel.run("%tune restore nowhere train")
+    assert missing.stderr == (
+        "UsageError: %tune restore: nowhere holds no nbtune experiment (no experiment.json); "
+        "check the path, e.g. nbtune-runs/<name>\n"
+    )
+
+
 # ----- steering -------------------------------------------------------------------------------
 
 
