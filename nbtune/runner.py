@@ -147,17 +147,8 @@ class TrialRunner:
             restart = trial.checkpoint_iteration or 0
             if trial.iteration > restart:
                 self._replay_until[trial.trial_id] = trial.iteration
-            self.trials[trial.trial_id] = Trial(
-                trial_id=trial.trial_id,
-                config=trial.config,
-                iteration=restart,
-                last_result=trial.last_result,
-                best_value=trial.best_value,
-                checkpoint=trial.checkpoint,
-                checkpoint_iteration=trial.checkpoint_iteration,
-                runtime_s=trial.runtime_s,
-                parent=trial.parent,
-                origin=trial.origin,
+            self.trials[trial.trial_id] = trial.evolve(
+                status=TrialStatus.PENDING, iteration=restart, paused_by=None, started_at=None
             )
             self._queue.append(trial.trial_id)
 
