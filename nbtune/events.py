@@ -74,6 +74,15 @@ class TrialErrored(Event):
 
 
 @dataclass(frozen=True)
+class TrialRetried(Event):
+    """A trial failed and starts again (from its latest checkpoint); `attempt` is the new one."""
+
+    trial_id: int
+    attempt: int
+    error: str
+
+
+@dataclass(frozen=True)
 class TrialOutput(Event):
     """Text a trial printed, shipped from its worker instead of leaking into some cell."""
 

@@ -34,6 +34,7 @@ def trials_frame(trials: Sequence[Trial], metric: str | None, mode: str) -> pd.D
         row["error"] = trial.error
         row["paused_by"] = trial.paused_by
         row["parent"] = trial.parent
+        row["attempts"] = trial.attempts
         rows.append(row)
     frame = pd.DataFrame.from_records(rows, columns=_trial_columns(rows, metric))
     return frame.astype(_trial_dtypes(metric))
@@ -42,7 +43,7 @@ def trials_frame(trials: Sequence[Trial], metric: str | None, mode: str) -> pd.D
 def _trial_columns(rows: list[dict[str, Any]], metric: str | None) -> list[str]:
     config_columns = dict.fromkeys(k for row in rows for k in row if k.startswith("config/"))
     metric_columns = [] if metric is None else [metric, f"best_{metric}"]
-    tail = ["training_iteration", "runtime_s", "error", "paused_by", "parent"]
+    tail = ["training_iteration", "runtime_s", "error", "paused_by", "parent", "attempts"]
     return ["trial_id", "status", *config_columns, *metric_columns, *tail]
 
 
@@ -57,6 +58,7 @@ def _trial_dtypes(metric: str | None) -> dict[str, Any]:
         "error": "string",
         "paused_by": "string",
         "parent": "Int64",
+        "attempts": "int64",
     }
     if metric is not None:
         dtypes[metric] = "float64"

@@ -40,6 +40,7 @@ from nbtune.events import (
     TrialPaused,
     TrialResult,
     TrialResumed,
+    TrialRetried,
     TrialStarted,
 )
 from nbtune.executors._base import (
@@ -87,6 +88,7 @@ class TrialRunner:
         space: SearchSpace,
         time_budget_s: float | None = None,
         fail_fast: bool = False,
+        max_failures: int = 0,
     ) -> None:
         self.trainable = trainable
         self.searcher = searcher
@@ -100,6 +102,7 @@ class TrialRunner:
         self.should_stop = should_stop
         self.time_budget_s = time_budget_s
         self.fail_fast = fail_fast
+        self.max_failures = max_failures
 
         self.state = "running"
         self.error: str | None = None
@@ -492,8 +495,33 @@ class TrialRunner:
         self._pausing.discard(trial_id)
         self._ship_output(trial_id, output)
         trial = self.trials[trial_id]
-        if _holds_worker(trial):
+        if not _holds_worker(trial):
+            return
+        if trial.attempts > self.max_failures or self._stopping is not None:
             self._end(trial, TrialStatus.ERROR, error, traceback)
+            return
+        self.storage.append_text(
+            trial_id, "error.txt", f"attempt {trial.attempts} (retried): {traceback or error}\n"
+        )
+        self._retry(trial, error)
+
+    def _retry(self, trial: Trial, error: str) -> None:
+        """Start a failed trial again from its latest checkpoint, first in the queue; results it
+        logged after that checkpoint are replayed, not recorded twice."""
+        restart = trial.checkpoint_iteration or 0
+        if trial.iteration > restart:
+            self._replay_until[trial.trial_id] = trial.iteration
+        self._set(
+            trial.evolve(
+                status=TrialStatus.PENDING,
+                iteration=restart,
+                attempts=trial.attempts + 1,
+                paused_by=None,
+                **_ran(trial),
+            )
+        )
+        self._queue.insert(0, trial.trial_id)
+        self.bus.publish(TrialRetried(trial.trial_id, trial.attempts + 1, error))
 
     def _end(
         self, trial: Trial, status: TrialStatus, error: str | None = None, traceback: str = ""
@@ -507,7 +535,9 @@ class TrialRunner:
             self.searcher.on_complete(trial.trial_id, last, error=False)
             self.bus.publish(TrialCompleted(trial.trial_id))
             return
-        self.storage.append_text(trial.trial_id, "error.txt", f"{traceback or error}\n")
+        self.storage.append_text(
+            trial.trial_id, "error.txt", f"attempt {trial.attempts}: {traceback or error}\n"
+        )
         self.scheduler.on_trial_error(trial)
         self.searcher.on_complete(trial.trial_id, last, error=True)
         self.bus.publish(TrialErrored(trial.trial_id, error or "", traceback))

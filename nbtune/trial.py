@@ -73,6 +73,7 @@ class Trial:
             `report()` and keeps its worker) or "queue" (it had not started yet).
         parent: the trial it was forked from, if any.
         origin: who made it: "searcher", "user" (`add_trial`) or "fork".
+        attempts: how many times it has been started after a failure, plus one.
     """
 
     trial_id: int
@@ -89,6 +90,7 @@ class Trial:
     paused_by: str | None = None
     parent: int | None = None
     origin: str = "searcher"
+    attempts: int = 1
 
     def evolve(self, **changes: Any) -> Trial:
         """Return a copy with `changes` applied; a status change must be a legal transition."""

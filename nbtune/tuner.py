@@ -94,7 +94,9 @@ class Tuner(ResultsView):
         storage_path: the folder that holds experiment directories.
         callbacks: functions called with every `nbtune.events` event, on the runner thread;
             they must return quickly.
-        fail_fast: end the run when the first trial fails.
+        fail_fast: end the run when the first trial fails (after its retries).
+        max_failures: start a failing trial again, from its latest checkpoint, up to this many
+            times before it ends as ERROR; a crashed worker counts as a failure.
         progress: print a progress line on stderr (default: yes, except in a notebook).
         overwrite: replace an existing experiment of the same name instead of refusing.
         resume: carry on the experiment of the same name, if there is one (see `restore`).
@@ -119,6 +121,7 @@ class Tuner(ResultsView):
         storage_path: str | os.PathLike = "nbtune-runs",
         callbacks: Iterable[Callable[[Event], None]] = (),
         fail_fast: bool = False,
+        max_failures: int = 0,
         progress: bool | None = None,
         overwrite: bool = False,
         resume: bool = False,
@@ -151,6 +154,7 @@ class Tuner(ResultsView):
         self.should_stop = make_stopper(stop, metric, mode)
         self.time_budget_s = time_budget_s
         self.fail_fast = fail_fast
+        self.max_failures = _non_negative_int("max_failures", max_failures)
         self._check_free_name()
         if getattr(self.executor, "pickles_trainable", True):
             _check_picklable(trainable)
@@ -193,6 +197,7 @@ class Tuner(ResultsView):
             space=self.space,
             time_budget_s=self.time_budget_s,
             fail_fast=self.fail_fast,
+            max_failures=self.max_failures,
         )
         if self._previous is not None:
             results = self._previous.results()

@@ -24,6 +24,7 @@ def run(tuner):
         ({"max_concurrent": -1}, ValueError, "max_concurrent=-1: pass a whole number >= 1"),
         ({"time_budget_s": 0}, ValueError, "time_budget_s=0: pass a positive number"),
         ({"seed": -3}, ValueError, "seed=-3: pass a whole number >= 0"),
+        ({"max_failures": -1}, ValueError, "max_failures=-1: pass a whole number >= 0"),
         ({"name": "a/b"}, ValueError, "name='a/b': use letters, digits"),
         ({"metric": 3}, TypeError, "metric=3: pass the name of a reported value"),
         ({"stop": "soon"}, TypeError, "stop='soon': pass a dict like"),

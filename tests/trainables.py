@@ -114,3 +114,14 @@ class OnDemand(Counter):
     def step(self):
         time.sleep(self.config.get("interval", 0.01))
         return super().step()
+
+
+def fails_once(config):
+    """Checkpoints every step; on its first attempt (no marker file yet) it fails at step 5."""
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["step"] if checkpoint else 0
+    for step in range(start + 1, config["steps"] + 1):
+        if step == 5 and not os.path.exists(config["marker"]):
+            open(config["marker"], "w").close()
+            raise RuntimeError("flaky at step 5")
+        nt.report(loss=1.0 / step, step=step, checkpoint={"step": step})

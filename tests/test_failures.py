@@ -1,0 +1,45 @@
+"""Failing trials: retried from their checkpoints up to `max_failures`, every traceback kept."""
+
+from __future__ import annotations
+
+import trainables
+
+import nbtune as nt
+from nbtune.events import TrialRetried
+
+
+def test_a_trial_that_fails_once_is_retried_from_its_checkpoint(make_tuner, tmp_path, log):
+    space = {"steps": 12, "marker": str(tmp_path / "failed-once")}
+    tuner = make_tuner(trainables.fails_once, space, metric="loss", max_failures=2, callbacks=[log])
+    tuner.run()
+    trial = tuner.get_trial(0)
+    assert trial.status is nt.TrialStatus.TERMINATED
+    assert trial.attempts == 2
+    assert tuner.dataframe().loc[0, "attempts"] == 2
+    history = tuner.history()
+    assert history["training_iteration"].tolist() == list(range(1, 13)), "no gap, no repeat"
+    assert (history["step"] == history["training_iteration"]).all()
+    assert [(e.trial_id, e.attempt) for e in log.of(TrialRetried)] == [(0, 2)]
+    traceback = (tuner.path / "trials" / "0" / "error.txt").read_text()
+    assert traceback.startswith("attempt 1 (retried): Traceback")
+    assert "RuntimeError: flaky at step 5" in traceback
+
+
+def test_a_trial_that_keeps_failing_ends_as_error_with_every_attempt_s_traceback(make_tuner):
+    tuner = make_tuner(trainables.fail_at, {"fail_at": 3}, metric="loss", max_failures=2)
+    tuner.run()
+    trial = tuner.get_trial(0)
+    assert trial.status is nt.TrialStatus.ERROR
+    assert trial.attempts == 3
+    assert trial.error == "ValueError: boom at step 3"
+    traceback = (tuner.path / "trials" / "0" / "error.txt").read_text()
+    assert traceback.count("ValueError: boom at step 3") == 3
+    assert "attempt 3: Traceback" in traceback
+    assert tuner.history()["training_iteration"].tolist() == [1, 2], "replays not recorded again"
+
+
+def test_without_max_failures_a_failure_is_final(make_tuner):
+    tuner = make_tuner(trainables.fail_at, {"fail_at": 2}, metric="loss")
+    tuner.run()
+    assert tuner.get_trial(0).attempts == 1
+    assert tuner.get_trial(0).status is nt.TrialStatus.ERROR
