@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import trainables
 
 import nbtune as nt
-from nbtune.events import TrialRetried
+from nbtune.events import TrialResult, TrialRetried
 
 
 def test_a_trial_that_fails_once_is_retried_from_its_checkpoint(make_tuner, tmp_path, log):
@@ -43,3 +46,23 @@ def test_without_max_failures_a_failure_is_final(make_tuner):
     tuner.run()
     assert tuner.get_trial(0).attempts == 1
     assert tuner.get_trial(0).status is nt.TrialStatus.ERROR
+
+
+def test_a_worker_killed_mid_trial_loses_nothing(make_tuner, log):
+    space = {"steps": 30, "interval": 0.02, "checkpoint": True, "x": nt.grid([0, 1])}
+    tuner = make_tuner(trainables.steps, space, metric="loss", max_failures=1, callbacks=[log])
+    tuner.start()
+    seen = log.wait_for(
+        lambda e: (
+            isinstance(e, TrialResult) and e.trial_id == 0 and e.result["training_iteration"] >= 5
+        )
+    )
+    os.kill(seen.result["pid"], signal.SIGKILL)
+    assert tuner.wait(60)
+    frame = tuner.dataframe()
+    assert (frame["status"] == "TERMINATED").all(), frame[["trial_id", "status", "error"]]
+    assert frame.loc[0, "attempts"] == 2, "the killed trial was retried from its checkpoint"
+    history = tuner.history()
+    for _, iterations in history.groupby("trial_id")["training_iteration"]:
+        assert iterations.tolist() == list(range(1, 31)), "no result lost or recorded twice"
+    assert (history["step"] == history["training_iteration"]).all()

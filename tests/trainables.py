@@ -103,7 +103,7 @@ def steps(config):
     for step in range(start + 1, config["steps"] + 1):
         time.sleep(config.get("interval", 0.01))
         saved = {"step": step} if config.get("checkpoint") else None
-        nt.report(loss=config.get("lr", 1.0) / step, step=step, checkpoint=saved)
+        nt.report(loss=config.get("lr", 1.0) / step, step=step, pid=os.getpid(), checkpoint=saved)
 
 
 class OnDemand(Counter):

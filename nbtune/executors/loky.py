@@ -147,7 +147,7 @@ class LokyExecutor(Executor):
         self._lock = threading.Lock()
         self._connections: dict[Connection, int | None] = {}
         self._by_trial: dict[int, Connection] = {}
-        self._deaths: deque[tuple[int, BaseException]] = deque()
+        self._deaths: deque[tuple[TrialLaunch, BaseException]] = deque()
         self._live: set[int] = set()
         self._closing = True
         self._wake_read, self._wake_write = os.pipe()
@@ -191,12 +191,16 @@ class LokyExecutor(Executor):
             self._pool = _acquire_pool(self._pool._max_workers)
             self._pools.append(self._pool)
             future = self._pool.submit(*args)
-        future.add_done_callback(functools.partial(self._on_task_done, launch.trial_id))
+        future.add_done_callback(functools.partial(self._on_task_done, launch))
 
     def reply(self, trial_id: int, decision: Decision) -> None:
+        """Answer the trial; if its worker has just died, the next poll reports it lost."""
         with self._lock:
-            connection = self._by_trial[trial_id]
-        connection.send(decision)
+            connection = self._by_trial.get(trial_id)
+        if connection is None:
+            return
+        with contextlib.suppress(OSError):
+            connection.send(decision)
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
         with self._lock:
@@ -277,21 +281,24 @@ class LokyExecutor(Executor):
             connected = set(self._by_trial)
         events = []
         while self._deaths:
-            trial_id, error = self._deaths.popleft()
+            launch, error = self._deaths.popleft()
+            trial_id = launch.trial_id
+            if self._launches.get(trial_id) is not launch:
+                continue
             if trial_id not in self._live or trial_id in connected:
                 continue
             if isinstance(error, _POOL_ERRORS) and self._resubmits[trial_id] < _MAX_RESUBMITS:
                 self._resubmits[trial_id] += 1
-                self._submit(self._launches[trial_id])
+                self._submit(launch)
                 continue
             self._ended(trial_id)
             events.append(WorkerLost(trial_id, f"its worker failed: {error!r}"))
         return events
 
-    def _on_task_done(self, trial_id: int, future: Future) -> None:
+    def _on_task_done(self, launch: TrialLaunch, future: Future) -> None:
         error = future.exception()
         if error is not None:
-            self._deaths.append((trial_id, error))
+            self._deaths.append((launch, error))
             self.wakeup()
 
     def _accept_connections(self) -> None:
