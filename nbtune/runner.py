@@ -131,6 +131,7 @@ class TrialRunner:
         self._stop_requested: set[int] = set()
         self._requeue_requested: set[int] = set()
         self._replay_until: dict[int, int] = {}
+        self._hold = False
 
     def carry_on(self, trials: Sequence[Trial], results: Sequence[Mapping[str, Any]]) -> None:
         """Take over a stopped or crashed run's trials and results (before `run()`).
@@ -172,20 +173,33 @@ class TrialRunner:
             if future.set_running_or_notify_cancel():
                 future.set_exception(RunEndedError(f"the run has ended ({self.state})"))
 
-    def request_stop(self, state: str = "stopped", error: str | None = None) -> None:
+    def request_stop(
+        self, state: str = "stopped", error: str | None = None, *, hold: bool = False
+    ) -> None:
         """End the run: no trial starts any more, running ones stop at their next report.
 
-        Trials paused by checkpoint stay PAUSED, to be resumed by `Tuner.restore`; suspended
-        ones cannot be saved, so they end here.
+        Trials paused by checkpoint stay PAUSED, to be resumed by `Tuner.restore`. With `hold`,
+        running trials pause instead of ending, and suspended ones give back their worker and
+        stay PAUSED, so that `restore` carries every one of them on; without it, suspended
+        trials cannot be saved, so they end here.
         """
         if self._stopping is not None:
             return
         self._stopping = state
         self._stopping_since = time.monotonic()
         self.error = error
+        self._hold = hold
         for trial in list(self.trials.values()):
             if trial.paused_by == "suspend":
-                self.stop_trial(trial.trial_id)
+                self._leave_suspended(trial)
+
+    def _leave_suspended(self, trial: Trial) -> None:
+        """A suspended trial of a run that ends: released and held, or ended."""
+        if not self._hold:
+            self.stop_trial(trial.trial_id)
+            return
+        self.executor.reply(trial.trial_id, Decision.STOP)
+        self._set(trial.evolve(paused_by=_paused_without_worker(trial)))
 
     # ----- the loop ---------------------------------------------------------------------------
 
@@ -374,7 +388,7 @@ class TrialRunner:
                 checkpoint=str(self._relative(event.checkpoint)),
                 checkpoint_iteration=row["training_iteration"],
             )
-        self.executor.reply(trial.trial_id, self._decide(trial, row))
+        self._reply(trial.trial_id, self._decide(trial, row))
         self.storage.append_result(row)
         self.results.append(row)
         self._set(trial, journal=event.checkpoint is not None)
@@ -391,9 +405,8 @@ class TrialRunner:
         iteration = trial.iteration + 1
         if iteration >= until:
             del self._replay_until[trial.trial_id]
-        self.executor.reply(
-            trial.trial_id, Decision.STOP if self._stopping is not None else Decision.CONTINUE
-        )
+        ending = self._stopping is not None
+        self._reply(trial.trial_id, self._ending_decision() if ending else Decision.CONTINUE)
         trial = trial.evolve(iteration=iteration)
         if event.checkpoint is not None:
             trial = trial.evolve(
@@ -403,20 +416,26 @@ class TrialRunner:
         return True
 
     def _decide(self, trial: Trial, row: Mapping[str, Any]) -> Decision:
-        """User commands first, then stop criteria, then the scheduler."""
+        """A run that ends comes first, then the user's commands, stop criteria, the scheduler."""
         trial_id = trial.trial_id
-        if self._stopping is not None or trial_id in self._stop_requested:
-            return Decision.STOP
-        if self.should_stop(trial_id, row):
+        if self._stopping is not None:
+            return self._ending_decision()
+        if trial_id in self._stop_requested or self.should_stop(trial_id, row):
             return Decision.STOP
         if trial_id in self._pause_requested:
-            decision = Decision.PAUSE
-        else:
-            decision = self.scheduler.on_result(trial, row)
+            return Decision.PAUSE
+        return self.scheduler.on_result(trial, row)
+
+    def _ending_decision(self) -> Decision:
+        """What a trial does at its report once the run ends: pause if held, else stop."""
+        return Decision.PAUSE if self._hold else Decision.STOP
+
+    def _reply(self, trial_id: int, decision: Decision) -> None:
+        """Send the decision on a result; a pause is then on its way."""
         if decision is Decision.PAUSE:
             self._pause_requested.discard(trial_id)
             self._pausing.add(trial_id)
-        return decision
+        self.executor.reply(trial_id, decision)
 
     def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:
         if self.metric is None:
@@ -481,8 +500,10 @@ class TrialRunner:
             self.executor.reply(trial_id, Decision.CONTINUE)
             return
         self._to_paused(trial, "suspend")
-        if trial_id in self._stop_requested or self._stopping is not None:
+        if trial_id in self._stop_requested:
             self.stop_trial(trial_id)
+        elif self._stopping is not None:
+            self._leave_suspended(self.trials[trial_id])
         elif trial_id in self._resume_on_arrival:
             self.resume_trial(trial_id)
 
@@ -496,6 +517,9 @@ class TrialRunner:
         self._ship_output(trial_id, output)
         trial = self.trials[trial_id]
         if not _holds_worker(trial):
+            return
+        if self._stopping is not None and self._hold:
+            self._to_paused(trial, _paused_without_worker(trial))
             return
         if trial.attempts > self.max_failures or self._stopping is not None:
             self._end(trial, TrialStatus.ERROR, error, traceback)
@@ -549,7 +573,11 @@ class TrialRunner:
         with self.lock:
             for trial_id in sorted(self._occupied):
                 trial = self.trials[trial_id]
-                if trial.status is TrialStatus.RUNNING:
+                if trial.status is not TrialStatus.RUNNING:
+                    continue
+                if self._hold:
+                    self._to_paused(trial, _paused_without_worker(trial))
+                else:
                     self._end(trial, TrialStatus.TERMINATED)
             self._occupied.clear()
 
@@ -744,6 +772,11 @@ def _ran(trial: Trial) -> dict[str, Any]:
         "runtime_s": trial.runtime_s + max(0.0, time.time() - trial.started_at),
         "started_at": None,
     }
+
+
+def _paused_without_worker(trial: Trial) -> str:
+    """How a trial waits once it has no worker: from its checkpoint, or from scratch."""
+    return "checkpoint" if trial.has_checkpoint else "queue"
 
 
 def _holds_worker(trial: Trial) -> bool:

@@ -218,6 +218,12 @@ class Tuner(ResultsView):
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run ends (or `timeout` seconds pass); return whether it ended.
 
+        Ctrl-C (the notebook's Interrupt) while waiting stops the run so that it can be carried
+        on: every running trial pauses at its next report (by checkpoint where it can), the
+        state is saved, the workers are released, and a line says how to `restore` it. A second
+        Ctrl-C ends the trials at once (they restart from their latest checkpoints). An
+        interrupt while the run goes on in the background does not touch it.
+
         In a notebook whose run shows its dashboard, the first `wait()` that sees the end also
         shows a static summary (best trials as a table), which a saved notebook keeps.
 
@@ -225,7 +231,11 @@ class Tuner(ResultsView):
             RuntimeError: if the runner itself failed (not a trial: those end as ERROR).
         """
         runner = self._started_runner()
-        if not runner.done.wait(timeout):
+        try:
+            ended = runner.done.wait(timeout)
+        except KeyboardInterrupt:
+            ended = self._stop_after_interrupt(runner)
+        if not ended:
             return False
         if self._shown and _in_notebook():
             self._shown = False
@@ -236,6 +246,27 @@ class Tuner(ResultsView):
             raise RuntimeError(f"the nbtune run {self.name!r} failed: {runner.error}") from (
                 runner.crash
             )
+        return True
+
+    def _stop_after_interrupt(self, runner: TrialRunner) -> bool:
+        try:
+            runner.call(lambda: runner.request_stop(hold=True)).result(_COMMAND_TIMEOUT_S)
+            print(
+                f"nbtune: interrupted; {self.name!r} pauses its trials at their next report and "
+                "stops (interrupt again to end them at once)",
+                file=sys.stderr,
+                flush=True,
+            )
+            runner.done.wait()
+        except KeyboardInterrupt:
+            runner.call(lambda: runner.request_stop(hold=True))
+            self.executor.abandon()
+            runner.done.wait()
+        print(
+            f"nbtune: {self.name!r} stopped; carry it on with nbtune.Tuner.restore("
+            f"{str(self.path)!r}, {_trainable_name(self.trainable)})",
+            file=sys.stderr,
+        )
         return True
 
     def run(self, display: bool | None = None) -> None:

@@ -125,3 +125,13 @@ def fails_once(config):
             open(config["marker"], "w").close()
             raise RuntimeError("flaky at step 5")
         nt.report(loss=1.0 / step, step=step, checkpoint={"step": step})
+
+
+def slow_after_first(config):
+    """Reports (with a checkpoint) at once, then computes for a long time before the next."""
+    checkpoint = nt.get_checkpoint()
+    step = checkpoint["step"] if checkpoint else 0
+    while step < 3:
+        step += 1
+        nt.report(loss=1.0 / step, step=step, checkpoint={"step": step})
+        time.sleep(config["seconds"])

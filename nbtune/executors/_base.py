@@ -133,6 +133,12 @@ class Executor:
         """End one trial at once, if `can_kill_trial`."""
         raise NotImplementedError(f"{type(self).__name__} cannot kill a single trial")
 
+    def abandon(self) -> None:
+        """End every running trial at once, where the executor can (a second Ctrl-C).
+
+        Thread-safe; the trials then show up as lost in `poll()`.
+        """
+
     def close(self) -> None:
         """Release what this run holds; running trials are abandoned."""
         raise NotImplementedError

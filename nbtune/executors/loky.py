@@ -220,6 +220,11 @@ class LokyExecutor(Executor):
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_write, b"!")
 
+    def abandon(self) -> None:
+        pools, self._pools = self._pools, []
+        for pool in pools:
+            pool.shutdown(wait=False, kill_workers=True)
+
     def close(self) -> None:
         if self._closing:
             return
