@@ -117,9 +117,16 @@ class TrialSession:
     def _save_checkpoint(self, checkpoint: Any) -> str:
         self._checkpoint_dir.mkdir(parents=True, exist_ok=True)
         path = self._checkpoint_dir / f"checkpoint_{self.iteration:06d}.pkl"
+        try:
+            payload = cloudpickle.dumps(checkpoint)
+        except Exception as exc:
+            raise TypeError(
+                f"nbtune.report(checkpoint=...): the checkpoint cannot be pickled "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0]}); checkpoint plain data: "
+                "dicts, arrays, a model's state_dict"
+            ) from exc
         temporary = path.with_suffix(".tmp")
-        with open(temporary, "wb") as file:
-            cloudpickle.dump(checkpoint, file)
+        temporary.write_bytes(payload)
         os.replace(temporary, path)
         return str(path)
 

@@ -34,6 +34,8 @@ import cloudpickle
 from nbtune.trial import Trial, TrialStatus
 
 _COMPACT_EVERY = 1000
+FORMAT_VERSION = 1
+"""The layout of the experiment directory; bumped when an older nbtune could not read it."""
 
 
 def _to_json(value: Any) -> Any:
@@ -97,7 +99,7 @@ class ExperimentStorage:
         """Make the directory (readable by its owner only) and write the spec."""
         self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.path / "trials").mkdir(exist_ok=True, mode=0o700)
-        self.write_spec(spec)
+        self.write_spec({"format_version": FORMAT_VERSION, **spec})
         self.open_logs()
 
     def write_spec(self, spec: Mapping[str, Any]) -> None:
@@ -179,11 +181,28 @@ class ExperimentReader:
             )
 
     def spec(self) -> dict[str, Any]:
-        return json.loads((self.path / "experiment.json").read_text())
+        try:
+            spec = json.loads((self.path / "experiment.json").read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{self.path / 'experiment.json'} is corrupted ({exc})") from None
+        version = spec.get("format_version", 1)
+        if version > FORMAT_VERSION:
+            raise ValueError(
+                f"{self.path} was written by a newer nbtune (format {version}; this one reads "
+                f"up to {FORMAT_VERSION}); upgrade nbtune to read it"
+            )
+        return spec
 
     def state(self) -> Any:
-        with open(self.path / "state.pkl", "rb") as file:
-            return cloudpickle.load(file)
+        """The searcher, scheduler and space of the run, as last saved."""
+        try:
+            with open(self.path / "state.pkl", "rb") as file:
+                return cloudpickle.load(file)
+        except Exception as exc:
+            raise ValueError(
+                f"{self.path / 'state.pkl'} cannot be read ({type(exc).__name__}: {exc}); the "
+                f"results are intact: nbtune.load({str(self.path)!r}) still reads them"
+            ) from None
 
     def results(self) -> list[dict[str, Any]]:
         return list(_read_lines(self.path / "results.jsonl"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 
 import pytest
@@ -86,6 +88,12 @@ def test_a_second_run_with_the_same_name_is_refused_unless_told(make_tuner):
         (trainables.text_metric, "the trial reported loss='low', which is not a number"),
         (trainables.reserved_key, "nbtune sets 'training_iteration'; rename your metric"),
         (trainables.returns_number, "the trainable returned 0.5; call nbtune.report"),
+        (trainables.list_metric, "the trial reported loss=[0.1, 0.2], which is not a number"),
+        (
+            trainables.unpicklable_checkpoint,
+            "nbtune.report(checkpoint=...): the checkpoint cannot be pickled (TypeError: "
+            "cannot pickle '_thread.lock' object); checkpoint plain data",
+        ),
     ],
 )
 def test_bad_reports_end_the_trial_with_a_clear_error(make_tuner, trainable, message):
@@ -123,3 +131,36 @@ def test_best_needs_a_metric(make_tuner):
     tuner = run(make_tuner(trainables.count_up))
     with pytest.raises(ValueError, match="pass metric=... to nbtune.Tuner"):
         _ = tuner.best_result
+
+
+def test_nan_and_inf_are_recorded_but_never_the_best(make_tuner):
+    tuner = run(make_tuner(trainables.odd_values, metric="loss"))
+    losses = tuner.history()["loss"].tolist()
+    assert len(losses) == 4 and math.isnan(losses[0]) and losses[1:] == [math.inf, 0.5, -math.inf]
+    assert tuner.best_result["loss"] == 0.5
+    assert tuner.dataframe().loc[0, "best_loss"] == 0.5
+
+
+def test_load_or_restore_of_a_folder_that_holds_no_experiment(tmp_path):
+    with pytest.raises(FileNotFoundError, match="holds no nbtune experiment .no experiment.json."):
+        nt.load(tmp_path)
+    with pytest.raises(FileNotFoundError, match="holds no nbtune experiment"):
+        nt.Tuner.restore(tmp_path / "missing", trainables.count_up)
+
+
+def test_a_corrupted_state_file_spares_the_results(make_tuner):
+    tuner = run(make_tuner(trainables.count_up, metric="loss"))
+    (tuner.path / "state.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(ValueError, match="state.pkl cannot be read .* the results are intact"):
+        nt.Tuner.restore(tuner.path, trainables.count_up)
+    assert len(nt.load(tuner.path).history()) == 5
+
+
+def test_a_directory_from_a_newer_nbtune_is_refused(make_tuner):
+    tuner = run(make_tuner(trainables.count_up, metric="loss"))
+    spec_file = tuner.path / "experiment.json"
+    spec = json.loads(spec_file.read_text())
+    assert spec["format_version"] == 1
+    spec_file.write_text(json.dumps({**spec, "format_version": 99}))
+    with pytest.raises(ValueError, match="written by a newer nbtune .format 99; this one reads up"):
+        nt.load(tuner.path)

@@ -135,3 +135,19 @@ def slow_after_first(config):
         step += 1
         nt.report(loss=1.0 / step, step=step, checkpoint={"step": step})
         time.sleep(config["seconds"])
+
+
+def odd_values(config):
+    """NaN and infinity are recorded like any value; they never count as the best."""
+    for value in (float("nan"), float("inf"), 0.5, float("-inf")):
+        nt.report(loss=value)
+
+
+def list_metric(config):
+    nt.report(loss=[0.1, 0.2])
+
+
+def unpicklable_checkpoint(config):
+    import threading
+
+    nt.report(loss=1.0, checkpoint={"lock": threading.Lock()})
