@@ -237,6 +237,7 @@ class TrialRunner:
             with self.lock:
                 for event in events:
                     self._handle(event)
+            self.storage.check()
 
     def _nothing_left(self) -> bool:
         """No trial waits, none is paused, and the searcher has no more to give."""

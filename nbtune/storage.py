@@ -107,6 +107,14 @@ class ExperimentStorage:
             self.path / "experiment.json", json.dumps(spec, indent=2).encode(), durable=True
         )
 
+    def check(self) -> None:
+        """Raise if the directory was removed under the run (writes would go nowhere)."""
+        if not (self.path / "experiment.json").exists():
+            raise FileNotFoundError(
+                f"{self.path} was removed while the run went on; the run stopped (what was "
+                "reported after that is lost)"
+            )
+
     def open_logs(self) -> None:
         """Open the result log and the trial journal for appending."""
         self._results = open(self.path / "results.jsonl", "a", encoding="utf-8")  # noqa: SIM115

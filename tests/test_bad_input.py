@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import threading
 
 import pytest
@@ -164,3 +165,13 @@ def test_a_directory_from_a_newer_nbtune_is_refused(make_tuner):
     spec_file.write_text(json.dumps({**spec, "format_version": 99}))
     with pytest.raises(ValueError, match="written by a newer nbtune .format 99; this one reads up"):
         nt.load(tuner.path)
+
+
+def test_the_run_stops_with_a_clear_error_when_its_directory_is_removed(make_tuner, log):
+    tuner = make_tuner(trainables.forever, {"interval": 0.01}, callbacks=[log])
+    tuner.start()
+    log.wait_for(lambda event: isinstance(event, nt.events.TrialResult))
+    shutil.rmtree(tuner.path)
+    with pytest.raises(RuntimeError, match="was removed while the run went on; the run stopped"):
+        tuner.wait(30)
+    assert tuner.state == "failed"
