@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
@@ -148,12 +149,7 @@ class TrialRunner:
             if trial.status.is_finished:
                 self.trials[trial.trial_id] = trial
                 continue
-            restart = trial.checkpoint_iteration or 0
-            if trial.iteration > restart:
-                self._replay_until[trial.trial_id] = trial.iteration
-            self.trials[trial.trial_id] = trial.evolve(
-                status=TrialStatus.PENDING, iteration=restart, paused_by=None, started_at=None
-            )
+            self.trials[trial.trial_id] = self._restarted(trial, started_at=None)
             self._queue.append(trial.trial_id)
 
     # ----- talking to the runner from other threads -------------------------------------------
@@ -385,10 +381,7 @@ class TrialRunner:
         }
         trial = trial.with_result(row, self.metric, self.mode)
         if event.checkpoint is not None:
-            trial = trial.evolve(
-                checkpoint=str(self._relative(event.checkpoint)),
-                checkpoint_iteration=row["training_iteration"],
-            )
+            trial = self._with_checkpoint(trial, event.checkpoint)
         self._reply(trial.trial_id, self._decide(trial, row))
         self.storage.append_result(row)
         self.results.append(row)
@@ -410,9 +403,7 @@ class TrialRunner:
         self._reply(trial.trial_id, self._ending_decision() if ending else Decision.CONTINUE)
         trial = trial.evolve(iteration=iteration)
         if event.checkpoint is not None:
-            trial = trial.evolve(
-                checkpoint=str(self._relative(event.checkpoint)), checkpoint_iteration=iteration
-            )
+            trial = self._with_checkpoint(trial, event.checkpoint)
         self._set(trial, journal=event.checkpoint is not None)
         return True
 
@@ -477,10 +468,7 @@ class TrialRunner:
         trial = self.trials[trial_id]
         if trial.status is not TrialStatus.RUNNING:
             return
-        trial = trial.evolve(
-            checkpoint=str(self._relative(event.checkpoint)),
-            checkpoint_iteration=trial.iteration,
-        )
+        trial = self._with_checkpoint(trial, event.checkpoint)
         if trial_id in self._stop_requested:
             self._end(trial, TrialStatus.TERMINATED)
             return
@@ -508,6 +496,16 @@ class TrialRunner:
         elif trial_id in self._resume_on_arrival:
             self.resume_trial(trial_id)
 
+    def _restarted(self, trial: Trial, **changes: Any) -> Trial:
+        """`trial` back to PENDING, to start again from its latest checkpoint (or from scratch);
+        the results it logged after that checkpoint will be replayed, not recorded twice."""
+        restart = trial.checkpoint_iteration or 0
+        if trial.iteration > restart:
+            self._replay_until[trial.trial_id] = trial.iteration
+        return trial.evolve(
+            status=TrialStatus.PENDING, iteration=restart, paused_by=None, **changes
+        )
+
     def _to_paused(self, trial: Trial, paused_by: str) -> None:
         self._set(trial.evolve(status=TrialStatus.PAUSED, paused_by=paused_by, **_ran(trial)))
         self.bus.publish(TrialPaused(trial.trial_id))
@@ -533,18 +531,7 @@ class TrialRunner:
     def _retry(self, trial: Trial, error: str) -> None:
         """Start a failed trial again from its latest checkpoint, first in the queue; results it
         logged after that checkpoint are replayed, not recorded twice."""
-        restart = trial.checkpoint_iteration or 0
-        if trial.iteration > restart:
-            self._replay_until[trial.trial_id] = trial.iteration
-        self._set(
-            trial.evolve(
-                status=TrialStatus.PENDING,
-                iteration=restart,
-                attempts=trial.attempts + 1,
-                paused_by=None,
-                **_ran(trial),
-            )
-        )
+        self._set(self._restarted(trial, attempts=trial.attempts + 1, **_ran(trial)))
         self._queue.insert(0, trial.trial_id)
         self.bus.publish(TrialRetried(trial.trial_id, trial.attempts + 1, error))
 
@@ -737,16 +724,18 @@ class TrialRunner:
     def _set(self, trial: Trial, *, journal: bool = True) -> None:
         self.trials[trial.trial_id] = trial
         if journal:
-            self.storage.record_trial(trial, self._all_trials())
+            self.storage.record_trial(trial, self.trials.values)
 
-    def _all_trials(self):
-        return (self.trials[trial_id] for trial_id in sorted(self.trials))
-
-    def _relative(self, path: str):
-        try:
-            return type(self.storage.path)(path).relative_to(self.storage.path)
-        except ValueError:
-            return path
+    def _with_checkpoint(self, trial: Trial, path: str) -> Trial:
+        """`trial` with its latest checkpoint, taken at its current iteration; the path is kept
+        relative to the experiment directory, so that the directory can move."""
+        absolute = Path(path)
+        relative = (
+            absolute.relative_to(self.storage.path)
+            if absolute.is_relative_to(self.storage.path)
+            else absolute
+        )
+        return trial.evolve(checkpoint=str(relative), checkpoint_iteration=trial.iteration)
 
     def _finish(self) -> None:
         self.ended_at = time.time()
@@ -754,7 +743,7 @@ class TrialRunner:
         self._refuse_commands()
         try:
             self.storage.write_state(self.saved_state())
-            self.storage.compact(self._all_trials())
+            self.storage.compact(self.trials.values())
             self.storage.close()
         except Exception as exc:
             if self.crash is None:

@@ -24,7 +24,7 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -127,20 +127,22 @@ class ExperimentStorage:
         self._results.write(dumps(row) + "\n")
         self._results.flush()
 
-    def record_trial(self, trial: Trial, every_trial: Iterator[Trial] | None = None) -> None:
+    def record_trial(
+        self, trial: Trial, all_trials: Callable[[], Iterable[Trial]] | None = None
+    ) -> None:
         """Journal a trial's new state; now and then compact the journal into a snapshot.
 
         Args:
             trial: the trial that changed.
-            every_trial: all trials, needed only to compact; pass a lazy iterable.
+            all_trials: returns every trial in id order; called only when compacting.
         """
         self._journal.write(dumps(_trial_to_record(trial)) + "\n")
         self._journal.flush()
         self._journal_lines += 1
-        if every_trial is not None and self._journal_lines >= _COMPACT_EVERY:
-            self.compact(every_trial)
+        if all_trials is not None and self._journal_lines >= _COMPACT_EVERY:
+            self.compact(all_trials())
 
-    def compact(self, trials: Iterator[Trial]) -> None:
+    def compact(self, trials: Iterable[Trial]) -> None:
         snapshot = {
             "journal_offset": self._journal.tell(),
             "trials": [_trial_to_record(trial) for trial in trials],

@@ -68,9 +68,9 @@ def test_compaction_keeps_the_same_story(storage, monkeypatch):
     monkeypatch.setattr(storage_module, "_COMPACT_EVERY", 3)
     trials = {i: Trial(trial_id=i, config={"i": i}) for i in range(4)}
     for i in range(4):
-        storage.record_trial(trials[i], iter(trials.values()))
+        storage.record_trial(trials[i], trials.values)
     trials[1] = trials[1].evolve(status=TrialStatus.ERROR, error="boom")
-    storage.record_trial(trials[1], iter(trials.values()))
+    storage.record_trial(trials[1], trials.values)
     assert (storage.path / "trials.json").exists()
     back = ExperimentReader(storage.path).trials([], "loss", "min")
     assert [t.status for t in back] == [TrialStatus.PENDING, TrialStatus.ERROR] + [
