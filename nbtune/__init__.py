@@ -16,7 +16,15 @@ from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.events import EventBus
 from nbtune.executors import Executor, LokyExecutor, ThreadExecutor
-from nbtune.schedulers import Decision, FIFOScheduler, Scheduler
+from nbtune.schedulers import (
+    ASHA,
+    PBT,
+    Decision,
+    FIFOScheduler,
+    HyperBand,
+    MedianStopping,
+    Scheduler,
+)
 from nbtune.search import RandomSearch, Searcher
 from nbtune.session import get_checkpoint, get_trial_id, report
 from nbtune.space import choice, grid, loguniform, randint, sample_from, uniform
@@ -51,13 +59,17 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "ASHA",
+    "PBT",
     "Decision",
     "EventBus",
     "Executor",
     "ExperimentAnalysis",
     "FIFOScheduler",
+    "HyperBand",
     "IllegalTransitionError",
     "LokyExecutor",
+    "MedianStopping",
     "RandomSearch",
     "RunEndedError",
     "Scheduler",

@@ -54,7 +54,7 @@ from nbtune.executors._base import (
     WorkerResult,
     WorkerSuspended,
 )
-from nbtune.schedulers._base import Decision, Scheduler
+from nbtune.schedulers._base import Decision, Exploit, Scheduler, Stop
 from nbtune.search._base import Searcher
 from nbtune.space import SearchSpace
 from nbtune.stopping import StopFunction
@@ -133,6 +133,7 @@ class TrialRunner:
         self._requeue_requested: set[int] = set()
         self._replay_until: dict[int, int] = {}
         self._hold = False
+        self._held_by_user: set[int] = set()
 
     def carry_on(self, trials: Sequence[Trial], results: Sequence[Mapping[str, Any]]) -> None:
         """Take over a stopped or crashed run's trials and results (before `run()`).
@@ -145,8 +146,9 @@ class TrialRunner:
         for row in results:
             self.results.append(row)
             self._track_best(row)
+        held = self.scheduler.restore(trials)
         for trial in trials:
-            if trial.status.is_finished:
+            if trial.status.is_finished or _waits_for_scheduler(trial, held):
                 self.trials[trial.trial_id] = trial
                 continue
             self.trials[trial.trial_id] = self._restarted(trial, started_at=None)
@@ -273,6 +275,10 @@ class TrialRunner:
             if config is not None:
                 with self.lock:
                     self.add_trial(config, origin="searcher")
+        if not self._queue:
+            with self.lock:
+                self.scheduler.on_queue_empty()
+                self._apply_scheduler_requests()
         waiting = [self.trials[trial_id] for trial_id in self._queue]
         chosen = self.scheduler.choose_trial_to_run(waiting) if waiting else None
         if chosen is not None:
@@ -290,7 +296,6 @@ class TrialRunner:
         trial = Trial(trial_id=len(self.trials), config=dict(config), origin=origin)
         if parent is not None:
             trial = trial.evolve(
-                origin="fork",
                 parent=parent.trial_id,
                 checkpoint=parent.checkpoint,
                 checkpoint_iteration=parent.checkpoint_iteration,
@@ -389,6 +394,8 @@ class TrialRunner:
         self._track_best(row)
         self.searcher.on_result(trial.trial_id, row)
         self.bus.publish(TrialResult(trial.trial_id, row))
+        self._apply_scheduler_requests()
+        self._save_state_now_and_then()
 
     def _replayed(self, trial: Trial, event: WorkerResult) -> bool:
         """Whether this result repeats one the log already holds (a trial carried on from a
@@ -408,15 +415,19 @@ class TrialRunner:
         return True
 
     def _decide(self, trial: Trial, row: Mapping[str, Any]) -> Decision:
-        """A run that ends comes first, then the user's commands, stop criteria, the scheduler."""
+        """A run that ends comes first, then the user's commands, stop criteria, the scheduler.
+
+        The scheduler hears of every result, even one whose fate the user already decided.
+        """
         trial_id = trial.trial_id
         if self._stopping is not None:
             return self._ending_decision()
+        verdict = self.scheduler.on_result(trial, row)
         if trial_id in self._stop_requested or self.should_stop(trial_id, row):
             return Decision.STOP
         if trial_id in self._pause_requested:
             return Decision.PAUSE
-        return self.scheduler.on_result(trial, row)
+        return verdict
 
     def _ending_decision(self) -> Decision:
         """What a trial does at its report once the run ends: pause if held, else stop."""
@@ -546,6 +557,7 @@ class TrialRunner:
             self.scheduler.on_trial_complete(trial)
             self.searcher.on_complete(trial.trial_id, last, error=False)
             self.bus.publish(TrialCompleted(trial.trial_id))
+            self._apply_scheduler_requests()
             return
         self.storage.append_text(
             trial.trial_id, "error.txt", f"attempt {trial.attempts}: {traceback or error}\n"
@@ -553,6 +565,7 @@ class TrialRunner:
         self.scheduler.on_trial_error(trial)
         self.searcher.on_complete(trial.trial_id, last, error=True)
         self.bus.publish(TrialErrored(trial.trial_id, error or "", traceback))
+        self._apply_scheduler_requests()
         if self.fail_fast:
             self.request_stop("failed", f"trial {trial.trial_id} failed ({error}); fail_fast=True")
 
@@ -575,10 +588,31 @@ class TrialRunner:
             self._resume_on_arrival,
             self._stop_requested,
             self._requeue_requested,
+            self._held_by_user,
         ):
             requests.discard(trial_id)
         if trial_id in self._queue:
             self._queue.remove(trial_id)
+
+    def _apply_scheduler_requests(self) -> None:
+        """Carry out what the scheduler asked beyond its decision on one trial.
+
+        Requests about trials that ended meanwhile lapse, and a trial the user paused stays
+        paused until the user resumes it.
+        """
+        for request in self.scheduler.take_requests():
+            if isinstance(request, Exploit):
+                self.add_trial(
+                    request.config, parent=self.trial(request.source), origin="scheduler"
+                )
+                continue
+            trial = self.trials.get(request.trial_id)
+            if trial is None or trial.status.is_finished:
+                continue
+            if isinstance(request, Stop):
+                self.stop_trial(request.trial_id)
+            elif request.trial_id not in self._held_by_user:
+                self.resume_trial(request.trial_id)
 
     def _ship_output(self, trial_id: int, output: str) -> None:
         if output:
@@ -609,8 +643,13 @@ class TrialRunner:
         raise TrialNotFoundError(f"there is no trial {trial_id!r}; {known}")
 
     def pause_trial(self, trial_id: int) -> None:
-        """Pause a trial: a running one at its next report, a waiting one at once."""
+        """Pause a trial: a running one at its next report, a waiting one at once.
+
+        The trial stays paused until the user resumes it: the scheduler cannot resume it.
+        """
         trial = self.trial(trial_id)
+        if not trial.status.is_finished:
+            self._held_by_user.add(trial_id)
         if trial.status is TrialStatus.RUNNING:
             self._resume_on_arrival.discard(trial_id)
             self._requeue_requested.discard(trial_id)
@@ -628,6 +667,7 @@ class TrialRunner:
     def resume_trial(self, trial_id: int) -> None:
         """Resume a paused trial: in its worker if suspended, else from its checkpoint."""
         trial = self.trial(trial_id)
+        self._held_by_user.discard(trial_id)
         if trial.status is TrialStatus.RUNNING:
             self._cancel_user_pause(trial_id)
             if trial_id in self._pausing and trial_id not in self._requeue_requested:
@@ -691,7 +731,7 @@ class TrialRunner:
                 f"trial {trial_id} has no checkpoint to fork from; its trainable must pass "
                 "checkpoint=... to nbtune.report (or implement save_checkpoint)"
             )
-        return self.add_trial(config, parent=parent)
+        return self.add_trial(config, parent=parent, origin="fork")
 
     def set_max_concurrent(self, max_concurrent: int) -> None:
         """Change how many trials run at once.
@@ -767,6 +807,11 @@ def _ran(trial: Trial) -> dict[str, Any]:
 def _paused_without_worker(trial: Trial) -> str:
     """How a trial waits once it has no worker: from its checkpoint, or from scratch."""
     return "checkpoint" if trial.has_checkpoint else "queue"
+
+
+def _waits_for_scheduler(trial: Trial, held: set[int]) -> bool:
+    """Whether a trial of a resumed run stays paused until its scheduler resumes it."""
+    return trial.trial_id in held and trial.paused_by == "checkpoint"
 
 
 def _holds_worker(trial: Trial) -> bool:

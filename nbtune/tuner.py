@@ -150,6 +150,8 @@ class Tuner(ResultsView):
         self.space.config(0, self.seed)
         self.searcher = saved.get("searcher") or searcher or RandomSearch()
         self.scheduler = saved.get("scheduler") or scheduler or FIFOScheduler()
+        if self._previous is None:
+            self.scheduler.setup(metric, mode, self.seed)
         self.executor = executor or LokyExecutor()
         self.should_stop = make_stopper(stop, metric, mode)
         self.time_budget_s = time_budget_s
@@ -180,7 +182,6 @@ class Tuner(ResultsView):
         storage = self._create_storage()
         if self._previous is None:
             self.searcher.setup(self.space, self.metric, self.mode, self.num_samples, self.seed)
-        self.scheduler.set_objective(self.metric, self.mode)
         if self.progress:
             self.bus.subscribe(ProgressLine(self.name, self.metric, self.mode))
         self._runner = TrialRunner(

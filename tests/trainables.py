@@ -151,3 +151,35 @@ def unpicklable_checkpoint(config):
     import threading
 
     nt.report(loss=1.0, checkpoint={"lock": threading.Lock()})
+
+
+def learning_curve(config):
+    """Loss `q * (1 + 1/t)` at step t up to `max_t`, checkpointed each step: the lower q, the
+    better the trial at every step, so a scheduler's choices can be computed by hand.
+
+    A trial whose q is not `config["free"]` waits before its first step until the file
+    `config["gate"]` exists, when the config names one.
+    """
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["t"] if checkpoint else 0
+    gate = config.get("gate")
+    while start == 0 and gate and config["q"] != config.get("free") and not os.path.exists(gate):
+        time.sleep(0.005)
+    for t in range(start + 1, config.get("max_t", 9) + 1):
+        nt.report(loss=config["q"] * (1 + 1 / t), t=t, checkpoint={"t": t})
+
+
+def accumulate(config):
+    """Adds `lr` to a running value each step (carried in the checkpoint); loss = -value, so a
+    higher lr is better. Reports the value it started from, to check where a fork began."""
+    checkpoint = nt.get_checkpoint() or {"t": 0, "value": 0.0}
+    value, started_from = checkpoint["value"], checkpoint["value"]
+    for t in range(checkpoint["t"] + 1, config.get("max_t", 12) + 1):
+        value += config["lr"]
+        nt.report(
+            loss=-value,
+            value=value,
+            started_from=started_from,
+            t=t,
+            checkpoint={"t": t, "value": value},
+        )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -20,39 +22,134 @@ class Decision(Enum):
     STOP = "STOP"
 
 
+@dataclass(frozen=True)
+class Resume:
+    """Ask the runner to resume a paused trial (ignored while the user holds it paused)."""
+
+    trial_id: int
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Ask the runner to end a trial that is not the one being decided on."""
+
+    trial_id: int
+
+
+@dataclass(frozen=True)
+class Exploit:
+    """Ask the runner for a new trial with `config` that starts from `source`'s checkpoint,
+    exactly as `Tuner.fork(source, ...)` makes one."""
+
+    source: int
+    config: Mapping[str, Any]
+
+
+Request = Resume | Stop | Exploit
+
+
 class Scheduler:
     """Base of every trial scheduler.
 
     The runner calls the hooks on its own thread, in this order for each trial:
     `on_trial_add` once, `on_result` after every result (its return value is in force before
     the trial takes another step), and `on_trial_complete` or `on_trial_error` once at the end.
-    Whenever a worker is free, `choose_trial_to_run` picks among the trials that wait.
+    Whenever a worker is free, `choose_trial_to_run` picks among the trials that wait, and when
+    none waits, `on_queue_empty` says so.
 
-    Subclasses implement `on_result` and may override the others. The experiment's metric and
-    mode arrive through `set_objective` before any trial is added.
+    A decision about one trial is `on_result`'s return value. A scheduler that also acts on
+    other trials (a synchronous bracket promoting the trials paused at a rung) files requests
+    with `request`; the runner carries them out right after the hook that filed them returns.
+    Schedulers are pickled with the experiment's state, so `Tuner.restore` carries on their
+    bookkeeping.
+
+    Subclasses implement `on_result` and may override the others. The experiment's metric,
+    mode and seed arrive through `setup` before any trial is added.
     """
 
     metric: str | None = None
     mode: str = "min"
+    needs_metric = False
+    """Whether the scheduler compares trials, so that the Tuner must be given a metric."""
+    time_attr = "training_iteration"
+    """The result key that measures a trial's progress (see `progress`)."""
 
-    def set_objective(self, metric: str | None, mode: str) -> None:
-        """Learn what to optimise; called once by the Tuner."""
+    def setup(self, metric: str | None, mode: str, seed: int = 0) -> None:
+        """Learn what to optimise, and the run's seed; called once by the Tuner.
+
+        Raises:
+            ValueError: the scheduler compares trials but the Tuner has no metric.
+        """
+        if self.needs_metric and metric is None:
+            raise ValueError(
+                f"{type(self).__name__} compares trials by their metric: "
+                "pass metric=... (and mode=...) to the Tuner"
+            )
         self.metric = metric
         self.mode = mode
 
     def on_trial_add(self, trial: Trial) -> None:
-        """A trial was created (by the searcher or the user)."""
+        """A trial was created (by the searcher, the user, or a fork)."""
 
     def on_result(self, trial: Trial, result: Mapping[str, Any]) -> Decision:
         """Decide what `trial` does after `result`."""
         raise NotImplementedError
 
     def on_trial_complete(self, trial: Trial) -> None:
-        """`trial` ended normally."""
+        """`trial` ended normally (or was stopped)."""
 
     def on_trial_error(self, trial: Trial) -> None:
         """`trial` ended with an error."""
 
+    def on_queue_empty(self) -> None:
+        """A worker is free, but no trial waits and the searcher has none to give right now."""
+
+    def restore(self, trials: Sequence[Trial]) -> set[int]:
+        """Catch up with the trials of a run being resumed (its saved state can be up to a
+        second older than the trial journal).
+
+        Returns the paused trials that should stay paused, waiting for this scheduler to resume
+        them; every other unfinished trial carries on.
+        """
+        return set()
+
     def choose_trial_to_run(self, waiting: Sequence[Trial]) -> Trial | None:
         """Pick the next trial to start from `waiting` (in queue order), or None to hold off."""
         return waiting[0] if waiting else None
+
+    def request(self, request: Request) -> None:
+        """File a request for the runner (see the class docstring)."""
+        self.__dict__.setdefault("_requests", []).append(request)
+
+    def take_requests(self) -> list[Request]:
+        """The requests filed since the last call, oldest first; the runner calls this."""
+        return self.__dict__.pop("_requests", [])
+
+    def progress(self, result: Mapping[str, Any]) -> float:
+        """How far the trial has come, in the scheduler's `time_attr`; a one-line error names
+        what to report when a result lacks it."""
+        time_attr = self.time_attr
+        value = result.get(time_attr)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(
+                f"{type(self).__name__}(time_attr={time_attr!r}) needs every result to hold a "
+                f"number under {time_attr!r}; report it or use time_attr='training_iteration'"
+            )
+        return value
+
+    def score(self, result: Mapping[str, Any]) -> float | None:
+        """The result's metric, signed so that higher is better; None if missing or not finite."""
+        value = result.get(self.metric) if self.metric is not None else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if not math.isfinite(value):
+            return None
+        return float(value) if self.mode == "max" else -float(value)
+
+
+def check_positive(owner: str, name: str, value: Any, *, integer: bool = False) -> None:
+    """Raise a one-line ValueError unless `value` is a positive number (an integer if asked)."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
+        kind = "integer" if integer else "number"
+        raise ValueError(f"{owner}({name}={value!r}): pass a positive {kind}")

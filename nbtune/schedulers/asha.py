@@ -1,0 +1,126 @@
+"""Asynchronous successive halving (ASHA): cut trials at rungs without waiting for the others.
+
+Li et al., "A System for Massively Parallel Hyperparameter Tuning" (MLSys 2020). Each bracket
+has rungs at `grace_period * reduction_factor**k` units of `time_attr`. A trial that reaches a
+rung is compared with every trial that reached it before: it goes on only if it is in the top
+`1 / reduction_factor` of them. Nobody waits, so workers never idle; the price is that early
+arrivals at a rung are judged against fewer peers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nbtune.schedulers._base import Decision, Scheduler, check_positive
+from nbtune.trial import Trial
+
+
+class ASHA(Scheduler):
+    """Stops a trial at a rung unless it is in the top 1/reduction_factor of those that got there.
+
+    Args:
+        max_t: a trial stops once `time_attr` reaches this (e.g. the number of epochs).
+        grace_period: the first rung: no trial is stopped before this much `time_attr`.
+        reduction_factor: keep the top 1/reduction_factor at each rung, rungs grow by it.
+        brackets: how many brackets, each with a first rung `reduction_factor` times later than
+            the last; trials join them in turn, which hedges against a grace period too short.
+        time_attr: the result key that measures progress, counted from 1.
+    """
+
+    needs_metric = True
+
+    def __init__(
+        self,
+        max_t: int,
+        grace_period: int = 1,
+        reduction_factor: float = 3,
+        brackets: int = 1,
+        time_attr: str = "training_iteration",
+    ) -> None:
+        check_positive("ASHA", "max_t", max_t)
+        check_positive("ASHA", "grace_period", grace_period)
+        check_positive("ASHA", "brackets", brackets, integer=True)
+        if grace_period > max_t:
+            raise ValueError(f"ASHA(grace_period={grace_period!r}): must not exceed max_t={max_t}")
+        if isinstance(reduction_factor, bool) or not reduction_factor > 1:
+            raise ValueError(f"ASHA(reduction_factor={reduction_factor!r}): pass a number above 1")
+        self.max_t = max_t
+        self.grace_period = grace_period
+        self.reduction_factor = reduction_factor
+        self.time_attr = time_attr
+        self.rungs: list[list[_Rung]] = [
+            [
+                _Rung(m)
+                for m in milestones(grace_period * reduction_factor**s, reduction_factor, max_t)
+            ]
+            for s in range(brackets)
+        ]
+        self._bracket_of: dict[int, int] = {}
+
+    def on_trial_add(self, trial: Trial) -> None:
+        self._bracket_of[trial.trial_id] = trial.trial_id % len(self.rungs)
+
+    def on_result(self, trial: Trial, result: Mapping[str, Any]) -> Decision:
+        progress = self.progress(result)
+        if progress >= self.max_t:
+            return Decision.STOP
+        value = self.score(result)
+        value = -math.inf if value is None else value
+        bracket = self._bracket_of.setdefault(trial.trial_id, trial.trial_id % len(self.rungs))
+        for rung in reversed(self.rungs[bracket]):
+            if progress < rung.milestone or trial.trial_id in rung.recorded:
+                continue
+            cutoff = rung.cutoff(self.reduction_factor)
+            rung.recorded[trial.trial_id] = value
+            if cutoff is not None and value < cutoff:
+                return Decision.STOP
+            return Decision.CONTINUE
+        return Decision.CONTINUE
+
+    def promoted(self, bracket: int = 0) -> list[list[int]]:
+        """For each rung of `bracket`, lowest first, the trials that reached it in order."""
+        return [list(rung.recorded) for rung in self.rungs[bracket]]
+
+
+class _Rung:
+    """One rung: where it is, and the score of every trial that reached it, in arrival order."""
+
+    def __init__(self, milestone: float) -> None:
+        self.milestone = milestone
+        self.recorded: dict[int, float] = {}
+
+    def cutoff(self, reduction_factor: float) -> float | None:
+        """The score a newcomer must reach to be in the top 1/reduction_factor, or None."""
+        if not self.recorded:
+            return None
+        return quantile(sorted(self.recorded.values()), 1 - 1 / reduction_factor)
+
+
+def milestones(first: float, reduction_factor: float, max_t: float) -> list[float]:
+    """The rungs below `max_t`: first, first * reduction_factor, ... (a trial stops at max_t)."""
+    rungs = []
+    milestone = first
+    while milestone < max_t:
+        rungs.append(milestone)
+        milestone *= reduction_factor
+    return rungs
+
+
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of sorted values, interpolated linearly as numpy's default does.
+
+    Where the lower neighbour is -inf (a diverged trial), the bar is the upper one, rather
+    than numpy's NaN: a diverged trial never lowers it.
+    """
+    position = q * (len(ordered) - 1)
+    below = math.floor(position)
+    fraction = position - below
+    low = ordered[below]
+    if fraction == 0:
+        return low
+    high = ordered[below + 1]
+    if math.isinf(low):
+        return high
+    return low + (high - low) * fraction

@@ -1,0 +1,99 @@
+"""ASHA: its cuts at each rung match a computation by hand."""
+
+from __future__ import annotations
+
+import pytest
+import trainables
+
+import nbtune as nt
+from nbtune.schedulers.asha import milestones, quantile
+
+# Trials run one at a time in grid order, so each meets exactly the peers that came before.
+# Loss at step t is q * (1 + 1/t); scores are -loss. Rungs at t = 1 and 3 (rf = 3), stop at 9.
+# A newcomer goes on if its score is at least the 2/3-quantile of the scores recorded before:
+#   rung 1 (score -2q): q=5 first; q=3 -6 >= -10; q=6 -12 < -7.33 cut; q=1 -2 >= -8.67;
+#          q=4 -8 < -6 cut; q=2 -4 >= -6.67; q=2.5 -5 >= -5.33
+#   rung 3 (score -4q/3): q=5 first; q=3 -4 >= -6.67; q=1 -1.33 >= -4.89;
+#          q=2 -2.67 >= -3.11; q=2.5 -3.33 < -2.67 cut
+QUALITIES = [5, 3, 6, 1, 4, 2, 2.5]
+LAST_STEP = {0: 9, 1: 9, 2: 1, 3: 9, 4: 1, 5: 9, 6: 3}
+
+
+def test_asha_cuts_exactly_the_trials_a_hand_computation_cuts(make_tuner):
+    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
+    tuner = make_tuner(
+        trainables.learning_curve,
+        {"q": nt.grid(QUALITIES), "max_t": 20},
+        metric="loss",
+        scheduler=asha,
+        max_concurrent=1,
+    )
+    tuner.run()
+
+    frame = tuner.dataframe().set_index("trial_id")
+    assert frame["training_iteration"].to_dict() == LAST_STEP
+    assert (frame["status"] == "TERMINATED").all()
+    assert asha.promoted() == [[0, 1, 2, 3, 4, 5, 6], [0, 1, 3, 5, 6]]
+    assert len(tuner.history()) == sum(LAST_STEP.values()) == 41
+
+
+def test_brackets_start_their_rungs_reduction_factor_times_later_and_take_trials_in_turn():
+    asha = nt.ASHA(max_t=100, grace_period=1, reduction_factor=3, brackets=3)
+    assert [[rung.milestone for rung in bracket] for bracket in asha.rungs] == [
+        [1, 3, 9, 27, 81],
+        [3, 9, 27, 81],
+        [9, 27, 81],
+    ]
+    asha.setup("loss", "min")
+    for trial_id in range(6):
+        asha.on_trial_add(nt.Trial(trial_id, {}))
+        asha.on_result(nt.Trial(trial_id, {}), {"loss": 1.0, "training_iteration": 9})
+    assert asha.promoted(0) == [[], [], [0, 3], [], []], "only the highest rung reached counts"
+    assert asha.promoted(1) == [[], [1, 4], [], []]
+    assert asha.promoted(2) == [[2, 5], [], []]
+
+
+def test_a_diverged_trial_is_cut_and_never_sets_the_bar():
+    asha = nt.ASHA(max_t=9)
+    asha.setup("loss", "min")
+    first = nt.Trial(0, {})
+    assert asha.on_result(first, {"loss": float("nan"), "training_iteration": 1}).name == "CONTINUE"
+    assert (
+        asha.on_result(nt.Trial(1, {}), {"loss": 5.0, "training_iteration": 1}).name == "CONTINUE"
+    )
+    assert asha.on_result(nt.Trial(2, {}), {"loss": 1e9, "training_iteration": 1}).name == "STOP"
+
+
+def test_quantile_interpolates_like_numpy_and_survives_minus_infinity():
+    assert quantile([-10.0, -6.0], 2 / 3) == pytest.approx(-7.3333, abs=1e-3)
+    assert quantile([-float("inf"), 1.0], 0.5) == 1.0
+    assert quantile([2.0], 0.9) == 2.0
+    assert milestones(1, 3, 27) == [1, 3, 9]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"max_t": 0}, r"ASHA\(max_t=0\): pass a positive number"),
+        ({"max_t": 9, "grace_period": 10}, r"grace_period=10\): must not exceed max_t=9"),
+        ({"max_t": 9, "reduction_factor": 1}, r"reduction_factor=1\): pass a number above 1"),
+        ({"max_t": 9, "brackets": 1.5}, r"brackets=1.5\): pass a positive integer"),
+    ],
+)
+def test_bad_arguments_get_one_line_errors(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        nt.ASHA(**arguments)
+
+
+def test_a_scheduler_that_compares_trials_needs_a_metric(make_tuner):
+    with pytest.raises(ValueError, match=r"ASHA compares trials by their metric: pass metric="):
+        make_tuner(trainables.learning_curve, {"q": 1}, scheduler=nt.ASHA(max_t=9))
+
+
+def test_a_missing_time_attr_fails_the_run_with_a_clear_error(make_tuner):
+    tuner = make_tuner(
+        trainables.learning_curve, {"q": 1}, metric="loss", scheduler=nt.ASHA(9, time_attr="epoch")
+    )
+    with pytest.raises(RuntimeError, match=r"needs every result to hold a number under 'epoch'"):
+        tuner.run()
+    assert tuner.status().state == "failed"
