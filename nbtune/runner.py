@@ -148,10 +148,17 @@ class TrialRunner:
             self._track_best(row)
         held = self.scheduler.restore(trials)
         for trial in trials:
-            if trial.status.is_finished or _waits_for_scheduler(trial, held):
+            if trial.status.is_finished:
                 self.trials[trial.trial_id] = trial
                 continue
-            self.trials[trial.trial_id] = self._restarted(trial, started_at=None)
+            restarted = self._restarted(trial, started_at=None)
+            if trial.trial_id in held:
+                paused_by = _paused_without_worker(trial)
+                self.trials[trial.trial_id] = restarted.evolve(
+                    status=TrialStatus.PAUSED, paused_by=paused_by
+                )
+                continue
+            self.trials[trial.trial_id] = restarted
             self._queue.append(trial.trial_id)
 
     # ----- talking to the runner from other threads -------------------------------------------
@@ -311,10 +318,12 @@ class TrialRunner:
         self.bus.publish(TrialAdded(trial.trial_id, trial.config))
         return trial.trial_id
 
-    def _save_state_now_and_then(self) -> None:
-        """Save the searcher and scheduler at most once a second (and at the end of the run)."""
+    def _save_state_now_and_then(self, at_once: bool = False) -> None:
+        """Save the searcher and scheduler at most once a second (and at the end of the run),
+        or `at_once` when the scheduler just acted (paused, stopped, resumed or forked), so that
+        a restored run finds its scheduler as new as the trial journal."""
         now = time.monotonic()
-        if now - self._state_saved_at >= _SAVE_STATE_EVERY_S:
+        if at_once or now - self._state_saved_at >= _SAVE_STATE_EVERY_S:
             self._state_saved_at = now
             self.storage.write_state(self.saved_state())
 
@@ -387,15 +396,16 @@ class TrialRunner:
         trial = trial.with_result(row, self.metric, self.mode)
         if event.checkpoint is not None:
             trial = self._with_checkpoint(trial, event.checkpoint)
-        self._reply(trial.trial_id, self._decide(trial, row))
+        decision = self._decide(trial, row)
+        self._reply(trial.trial_id, decision)
         self.storage.append_result(row)
         self.results.append(row)
         self._set(trial, journal=event.checkpoint is not None)
         self._track_best(row)
         self.searcher.on_result(trial.trial_id, row)
         self.bus.publish(TrialResult(trial.trial_id, row))
-        self._apply_scheduler_requests()
-        self._save_state_now_and_then()
+        acted = self._apply_scheduler_requests() or decision is not Decision.CONTINUE
+        self._save_state_now_and_then(at_once=acted)
 
     def _replayed(self, trial: Trial, event: WorkerResult) -> bool:
         """Whether this result repeats one the log already holds (a trial carried on from a
@@ -594,13 +604,14 @@ class TrialRunner:
         if trial_id in self._queue:
             self._queue.remove(trial_id)
 
-    def _apply_scheduler_requests(self) -> None:
-        """Carry out what the scheduler asked beyond its decision on one trial.
+    def _apply_scheduler_requests(self) -> bool:
+        """Carry out what the scheduler asked beyond its decision on one trial; say if it asked.
 
         Requests about trials that ended meanwhile lapse, and a trial the user paused stays
         paused until the user resumes it.
         """
-        for request in self.scheduler.take_requests():
+        requests = self.scheduler.take_requests()
+        for request in requests:
             if isinstance(request, Exploit):
                 self.add_trial(
                     request.config, parent=self.trial(request.source), origin="scheduler"
@@ -611,8 +622,11 @@ class TrialRunner:
                 continue
             if isinstance(request, Stop):
                 self.stop_trial(request.trial_id)
-            elif request.trial_id not in self._held_by_user:
+            elif (
+                trial.status is not TrialStatus.PENDING and trial.trial_id not in self._held_by_user
+            ):
                 self.resume_trial(request.trial_id)
+        return bool(requests)
 
     def _ship_output(self, trial_id: int, output: str) -> None:
         if output:
@@ -807,11 +821,6 @@ def _ran(trial: Trial) -> dict[str, Any]:
 def _paused_without_worker(trial: Trial) -> str:
     """How a trial waits once it has no worker: from its checkpoint, or from scratch."""
     return "checkpoint" if trial.has_checkpoint else "queue"
-
-
-def _waits_for_scheduler(trial: Trial, held: set[int]) -> bool:
-    """Whether a trial of a resumed run stays paused until its scheduler resumes it."""
-    return trial.trial_id in held and trial.paused_by == "checkpoint"
 
 
 def _holds_worker(trial: Trial) -> bool:

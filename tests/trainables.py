@@ -166,6 +166,7 @@ def learning_curve(config):
     while start == 0 and gate and config["q"] != config.get("free") and not os.path.exists(gate):
         time.sleep(0.005)
     for t in range(start + 1, config.get("max_t", 9) + 1):
+        time.sleep(config.get("interval", 0))
         nt.report(loss=config["q"] * (1 + 1 / t), t=t, checkpoint={"t": t})
 
 

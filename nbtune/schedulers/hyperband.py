@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nbtune.schedulers._base import Decision, Resume, Scheduler, Stop, check_positive
-from nbtune.trial import Trial, TrialStatus
+from nbtune.trial import Trial
 
 
 class HyperBand(Scheduler):
@@ -100,10 +100,13 @@ class HyperBand(Scheduler):
                 self._judge(bracket)
 
     def restore(self, trials: Sequence[Trial]) -> set[int]:
+        """Trials that wait at a rung keep waiting, even those the run died before pausing."""
         for trial in trials:
             self._join(trial.trial_id)
-        paused = {trial.trial_id for trial in trials if trial.status is TrialStatus.PAUSED}
-        return {trial_id for b in self.brackets for trial_id in b.reached if trial_id in paused}
+            if trial.status.is_finished:
+                self._leave(trial.trial_id)
+        waiting = {trial_id for bracket in self.brackets for trial_id in bracket.reached}
+        return {trial.trial_id for trial in trials if trial.trial_id in waiting}
 
     def _join(self, trial_id: int) -> Bracket:
         """The trial's bracket; a new trial joins the one filling up (or opens the next)."""

@@ -96,4 +96,4 @@ def test_a_missing_time_attr_fails_the_run_with_a_clear_error(make_tuner):
     )
     with pytest.raises(RuntimeError, match=r"needs every result to hold a number under 'epoch'"):
         tuner.run()
-    assert tuner.status().state == "failed"
+    assert tuner.status.state == "failed"
