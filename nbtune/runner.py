@@ -133,7 +133,8 @@ class TrialRunner:
         self._requeue_requested: set[int] = set()
         self._replay_until: dict[int, int] = {}
         self._hold = False
-        self._held_by_user: set[int] = set()
+        self._user_paused: set[int] = set()
+        self._forks_waiting: dict[int, Exploit] = {}
 
     def carry_on(self, trials: Sequence[Trial], results: Sequence[Mapping[str, Any]]) -> None:
         """Take over a stopped or crashed run's trials and results (before `run()`).
@@ -562,6 +563,9 @@ class TrialRunner:
         trial = trial.evolve(status=status, error=error, paused_by=None, **_ran(trial))
         self._set(trial)
         self._forget_requests(trial.trial_id)
+        waiting_fork = self._forks_waiting.pop(trial.trial_id, None)
+        if waiting_fork is not None:
+            self.scheduler.request(waiting_fork)
         last = trial.last_result or None
         if status is TrialStatus.TERMINATED:
             self.scheduler.on_trial_complete(trial)
@@ -598,7 +602,7 @@ class TrialRunner:
             self._resume_on_arrival,
             self._stop_requested,
             self._requeue_requested,
-            self._held_by_user,
+            self._user_paused,
         ):
             requests.discard(trial_id)
         if trial_id in self._queue:
@@ -613,9 +617,7 @@ class TrialRunner:
         requests = self.scheduler.take_requests()
         for request in requests:
             if isinstance(request, Exploit):
-                self.add_trial(
-                    request.config, parent=self.trial(request.source), origin="scheduler"
-                )
+                self._fork_when_replaced_ends(request)
                 continue
             trial = self.trials.get(request.trial_id)
             if trial is None or trial.status.is_finished:
@@ -623,10 +625,20 @@ class TrialRunner:
             if isinstance(request, Stop):
                 self.stop_trial(request.trial_id)
             elif (
-                trial.status is not TrialStatus.PENDING and trial.trial_id not in self._held_by_user
+                trial.status is not TrialStatus.PENDING
+                and request.trial_id not in self._user_paused
             ):
                 self.resume_trial(request.trial_id)
         return bool(requests)
+
+    def _fork_when_replaced_ends(self, request: Exploit) -> None:
+        """Fork for the scheduler; the fork waits for the trial it replaces to end, so the
+        population never grows."""
+        replaced = self.trials.get(request.replaces) if request.replaces is not None else None
+        if replaced is not None and not replaced.status.is_finished:
+            self._forks_waiting[replaced.trial_id] = request
+            return
+        self.add_trial(request.config, parent=self.trial(request.source), origin="scheduler")
 
     def _ship_output(self, trial_id: int, output: str) -> None:
         if output:
@@ -663,7 +675,7 @@ class TrialRunner:
         """
         trial = self.trial(trial_id)
         if not trial.status.is_finished:
-            self._held_by_user.add(trial_id)
+            self._user_paused.add(trial_id)
         if trial.status is TrialStatus.RUNNING:
             self._resume_on_arrival.discard(trial_id)
             self._requeue_requested.discard(trial_id)
@@ -681,7 +693,7 @@ class TrialRunner:
     def resume_trial(self, trial_id: int) -> None:
         """Resume a paused trial: in its worker if suspended, else from its checkpoint."""
         trial = self.trial(trial_id)
-        self._held_by_user.discard(trial_id)
+        self._user_paused.discard(trial_id)
         if trial.status is TrialStatus.RUNNING:
             self._cancel_user_pause(trial_id)
             if trial_id in self._pausing and trial_id not in self._requeue_requested:

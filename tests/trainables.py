@@ -175,7 +175,8 @@ def accumulate(config):
     higher lr is better. Reports the value it started from, to check where a fork began."""
     checkpoint = nt.get_checkpoint() or {"t": 0, "value": 0.0}
     value, started_from = checkpoint["value"], checkpoint["value"]
-    for t in range(checkpoint["t"] + 1, config.get("max_t", 12) + 1):
+    for t in range(checkpoint["t"] + 1, config.get("max_t", 10) + 1):
+        time.sleep(config.get("interval", 0))
         value += config["lr"]
         nt.report(
             loss=-value,

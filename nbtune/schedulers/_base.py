@@ -39,10 +39,11 @@ class Stop:
 @dataclass(frozen=True)
 class Exploit:
     """Ask the runner for a new trial with `config` that starts from `source`'s checkpoint,
-    exactly as `Tuner.fork(source, ...)` makes one."""
+    exactly as `Tuner.fork(source, ...)` makes one, once the trial it `replaces` has ended."""
 
     source: int
     config: Mapping[str, Any]
+    replaces: int | None = None
 
 
 Request = Resume | Stop | Exploit

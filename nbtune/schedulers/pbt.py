@@ -99,7 +99,7 @@ class PBT(Scheduler):
         if trial.trial_id not in bottom or not donors:
             return Decision.CONTINUE
         donor = donors[int(self._rng.integers(len(donors)))]
-        self.request(Exploit(donor, self.explore(self._members[donor].config)))
+        self.request(Exploit(donor, self.explore(self._members[donor].config), trial.trial_id))
         return Decision.STOP
 
     def on_trial_complete(self, trial: Trial) -> None:
