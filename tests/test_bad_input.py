@@ -26,6 +26,8 @@ def run(tuner):
         ({"num_samples": 0}, ValueError, "num_samples=0: pass a whole number >= 1"),
         ({"max_concurrent": -1}, ValueError, "max_concurrent=-1: pass a whole number >= 1"),
         ({"time_budget_s": 0}, ValueError, "time_budget_s=0: pass a positive number"),
+        ({"trial_timeout_s": 0}, ValueError, "trial_timeout_s=0: pass a positive number"),
+        ({"trial_timeout_s": "1m"}, ValueError, "trial_timeout_s='1m': pass a positive number"),
         ({"seed": -3}, ValueError, "seed=-3: pass a whole number >= 0"),
         ({"max_failures": -1}, ValueError, "max_failures=-1: pass a whole number >= 0"),
         ({"name": "a/b"}, ValueError, "name='a/b': use letters, digits"),
