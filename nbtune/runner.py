@@ -810,9 +810,7 @@ class TrialRunner:
         self._closed = True
         self._refuse_commands()
         try:
-            self.storage.write_state(self.saved_state())
-            self.storage.compact(self.trials.values())
-            self.storage.close()
+            self.storage.finish(self.saved_state(), self.trials.values())
         except Exception as exc:
             if self.crash is None:
                 self.crash = exc
