@@ -18,8 +18,8 @@ working beside it. Trials are submitted only when a worker is free: loky queues 
 and a queued task can no longer be cancelled.
 
 A worker that dies breaks the whole pool: loky fails every running task, then kills the
-other workers. The task callbacks run in between, so a trial whose worker is still alive
-there is a bystander, lost only because of another trial's death.
+other workers. The task callbacks run in between, so the workers still alive there are spared by
+the death itself: a trial that they ran is a bystander, lost only because of another's death.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ class LokyExecutor(Executor):
         self._connections: dict[Connection, int | None] = {}
         self._by_trial: dict[int, Connection] = {}
         self._pids: dict[int, int] = {}
-        self._bystanders: set[int] = set()
+        self._spared: set[int] = set()
         self._kill_on_hello: set[int] = set()
         self._deaths: deque[tuple[TrialLaunch, BaseException]] = deque()
         self._live: set[int] = set()
@@ -176,7 +176,7 @@ class LokyExecutor(Executor):
         self._address = self._listener.address
         self._closing = False
         self._live = set()
-        self._pids, self._bystanders, self._kill_on_hello = {}, set(), set()
+        self._pids, self._spared, self._kill_on_hello = {}, set(), set()
         self._launches: dict[int, TrialLaunch] = {}
         self._resubmits: Counter[int] = Counter()
         self._deaths.clear()
@@ -268,8 +268,10 @@ class LokyExecutor(Executor):
             self._forget(connection)
             if trial_id is None or trial_id not in self._live:
                 return []
+            pid = self._pids.get(trial_id)
             with self._lock:
-                bystander = trial_id in self._bystanders
+                bystander = pid in self._spared
+                self._spared.discard(pid)
             self._ended(trial_id)
             if bystander:
                 return [WorkerLost(trial_id, "another trial's worker died", bystander=True)]
@@ -285,6 +287,8 @@ class LokyExecutor(Executor):
     def _hello(self, connection: Connection, trial_id: int, pid: int) -> None:
         self._assign(connection, trial_id)
         self._pids[trial_id] = pid
+        with self._lock:
+            self._spared.discard(pid)  # a live worker, even if its pid was once spared
         if trial_id in self._kill_on_hello:
             self._kill_on_hello.discard(trial_id)
             self.kill(trial_id)
@@ -302,8 +306,6 @@ class LokyExecutor(Executor):
         self._resubmits.pop(trial_id, None)
         self._pids.pop(trial_id, None)
         self._kill_on_hello.discard(trial_id)
-        with self._lock:
-            self._bystanders.discard(trial_id)
 
     def _forget(self, connection: Connection) -> None:
         with self._lock:
@@ -337,19 +339,14 @@ class LokyExecutor(Executor):
 
     def _on_task_done(self, launch: TrialLaunch, pool: ProcessPoolExecutor, future: Future) -> None:
         """Runs on loky's thread. When the pool breaks, that is before it kills the surviving
-        workers: a trial whose worker is still alive now is a bystander."""
+        workers: note which are still alive (their trials are bystanders)."""
         error = future.exception()
         if error is None:
             return
-        trial_id = launch.trial_id
-        current = self._launches.get(trial_id) is launch
-        if (
-            current
-            and isinstance(error, _POOL_ERRORS)
-            and _worker_alive(pool, self._pids.get(trial_id))
-        ):
+        if isinstance(error, _POOL_ERRORS):
+            processes = list(pool._processes.items())
             with self._lock:
-                self._bystanders.add(trial_id)
+                self._spared.update(pid for pid, process in processes if process.exitcode is None)
         self._deaths.append((launch, error))
         self.wakeup()
 
@@ -369,8 +366,3 @@ class LokyExecutor(Executor):
                 with self._lock:
                     self._connections[connection] = None
                 self.wakeup()
-
-
-def _worker_alive(pool: ProcessPoolExecutor, pid: int | None) -> bool:
-    process = None if pid is None else pool._processes.get(pid)
-    return process is not None and process.exitcode is None
