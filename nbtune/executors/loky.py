@@ -287,8 +287,6 @@ class LokyExecutor(Executor):
     def _hello(self, connection: Connection, trial_id: int, pid: int) -> None:
         self._assign(connection, trial_id)
         self._pids[trial_id] = pid
-        with self._lock:
-            self._spared.discard(pid)  # a live worker, even if its pid was once spared
         if trial_id in self._kill_on_hello:
             self._kill_on_hello.discard(trial_id)
             self.kill(trial_id)
