@@ -13,3 +13,7 @@ class IllegalTransitionError(RuntimeError):
 
 class RunEndedError(RuntimeError):
     """A command was sent to a run that has already ended."""
+
+
+class ExperimentWriteError(OSError):
+    """The experiment directory could not be written (disk full, file too large, ...)."""

@@ -90,6 +90,7 @@ class TrialRunner:
         time_budget_s: float | None = None,
         fail_fast: bool = False,
         max_failures: int = 0,
+        trial_timeout_s: float | None = None,
     ) -> None:
         self.trainable = trainable
         self.searcher = searcher
@@ -104,6 +105,7 @@ class TrialRunner:
         self.time_budget_s = time_budget_s
         self.fail_fast = fail_fast
         self.max_failures = max_failures
+        self.trial_timeout_s = trial_timeout_s
 
         self.state = "running"
         self.error: str | None = None
@@ -132,6 +134,8 @@ class TrialRunner:
         self._stop_requested: set[int] = set()
         self._requeue_requested: set[int] = set()
         self._replay_until: dict[int, int] = {}
+        self._heard_at: dict[int, float] = {}
+        self._timed_out: dict[int, str] = {}
         self._hold = False
         self._user_paused: set[int] = set()
         self._forks_waiting: dict[int, Exploit] = {}
@@ -239,6 +243,7 @@ class TrialRunner:
             if self._stopping and time.monotonic() - self._stopping_since > _STOP_GRACE_S:
                 self._abandon_running()
                 continue
+            self._time_out_silent_trials()
             events = self.executor.poll(self._poll_timeout(deadline))
             with self.lock:
                 for event in events:
@@ -252,9 +257,11 @@ class TrialRunner:
         return all(trial.status is not TrialStatus.PAUSED for trial in self.trials.values())
 
     def _poll_timeout(self, deadline: float | None) -> float:
-        if deadline is None:
+        """Wake up for the run's deadline and for the first trial that may time out."""
+        deadlines = [d for d in (deadline, self._first_trial_deadline()) if d is not None]
+        if not deadlines:
             return _IDLE_POLL_S
-        return max(0.0, min(_IDLE_POLL_S, deadline - time.monotonic()))
+        return max(0.0, min(_IDLE_POLL_S, min(deadlines) - time.monotonic()))
 
     def _run_commands(self) -> None:
         while not self._commands.empty():
@@ -343,6 +350,7 @@ class TrialRunner:
         trial = trial.evolve(status=TrialStatus.RUNNING, started_at=time.time())
         self._set(trial)
         self._occupied.add(trial.trial_id)
+        self._heard_at[trial.trial_id] = time.monotonic()
         self.executor.start(
             TrialLaunch(
                 trial_id=trial.trial_id,
@@ -361,6 +369,7 @@ class TrialRunner:
     # ----- worker events ----------------------------------------------------------------------
 
     def _handle(self, event: WorkerEvent) -> None:
+        self._heard_at[event.trial_id] = time.monotonic()
         if isinstance(event, WorkerResult):
             self._on_result(event)
         elif isinstance(event, WorkerDone):
@@ -372,7 +381,7 @@ class TrialRunner:
         elif isinstance(event, WorkerFailed):
             self._on_failure(event.trial_id, event.error, event.traceback, event.output)
         elif isinstance(event, WorkerLost):
-            self._on_failure(event.trial_id, f"WorkerLost: {event.error}", event.error, "")
+            self._on_lost(event)
 
     def _on_result(self, event: WorkerResult) -> None:
         trial = self.trials[event.trial_id]
@@ -532,7 +541,14 @@ class TrialRunner:
         self._set(trial.evolve(status=TrialStatus.PAUSED, paused_by=paused_by, **_ran(trial)))
         self.bus.publish(TrialPaused(trial.trial_id))
 
-    def _on_failure(self, trial_id: int, error: str, traceback: str, output: str) -> None:
+    def _on_lost(self, event: WorkerLost) -> None:
+        """A lost worker: a failure of its trial (or its timeout), unless a bystander's."""
+        error = self._timed_out.pop(event.trial_id, None) or f"WorkerLost: {event.error}"
+        self._on_failure(event.trial_id, error, event.error, "", bystander=event.bystander)
+
+    def _on_failure(
+        self, trial_id: int, error: str, traceback: str, output: str, *, bystander: bool = False
+    ) -> None:
         self._occupied.discard(trial_id)
         self._pausing.discard(trial_id)
         self._ship_output(trial_id, output)
@@ -541,6 +557,9 @@ class TrialRunner:
             return
         if self._stopping is not None and self._hold:
             self._to_paused(trial, _paused_without_worker(trial))
+            return
+        if bystander and self._stopping is None:
+            self._restart_first(trial)
             return
         if trial.attempts > self.max_failures or self._stopping is not None:
             self._end(trial, TrialStatus.ERROR, error, traceback)
@@ -553,9 +572,14 @@ class TrialRunner:
     def _retry(self, trial: Trial, error: str) -> None:
         """Start a failed trial again from its latest checkpoint, first in the queue; results it
         logged after that checkpoint are replayed, not recorded twice."""
-        self._set(self._restarted(trial, attempts=trial.attempts + 1, **_ran(trial)))
-        self._queue.insert(0, trial.trial_id)
+        self._restart_first(trial, attempts=trial.attempts + 1)
         self.bus.publish(TrialRetried(trial.trial_id, trial.attempts + 1, error))
+
+    def _restart_first(self, trial: Trial, **changes: Any) -> None:
+        """Queue `trial` first, to start again from its latest checkpoint (see `_restarted`)."""
+        self._set(self._restarted(trial, **changes, **_ran(trial)))
+        self._queue.insert(0, trial.trial_id)
+        self._timed_out.pop(trial.trial_id, None)
 
     def _end(
         self, trial: Trial, status: TrialStatus, error: str | None = None, traceback: str = ""
@@ -583,6 +607,48 @@ class TrialRunner:
         if self.fail_fast:
             self.request_stop("failed", f"trial {trial.trial_id} failed ({error}); fail_fast=True")
 
+    # ----- trials that hang ---------------------------------------------------------------------
+
+    def _timed(self) -> list[int]:
+        """Running trials on the clock: silent for `trial_timeout_s`, they fail."""
+        if self.trial_timeout_s is None:
+            return []
+        return [
+            trial_id
+            for trial_id in self._occupied
+            if trial_id not in self._timed_out
+            and self.trials[trial_id].status is TrialStatus.RUNNING
+        ]
+
+    def _first_trial_deadline(self) -> float | None:
+        timed = self._timed()
+        if not timed:
+            return None
+        return min(self._heard_at[trial_id] for trial_id in timed) + self.trial_timeout_s
+
+    def _time_out_silent_trials(self) -> None:
+        """Kill each trial silent for too long (or write it off) and count it as a failure.
+
+        A killed trial fails once the executor reports it lost, so that its retry never meets
+        what is left of the killed attempt.
+        """
+        now = time.monotonic()
+        for trial_id in self._timed():
+            if now - self._heard_at[trial_id] < self.trial_timeout_s:
+                continue
+            killable = self.executor.can_kill_trial or self.executor.can_kill_worker
+            error = (
+                f"TrialTimeout: no report for {self.trial_timeout_s:g} s (trial_timeout_s); "
+                f"the trial was {'killed' if killable else 'abandoned in its worker'}"
+            )
+            with self.lock:
+                if killable:
+                    self._timed_out[trial_id] = error
+                    self.executor.kill(trial_id)
+                else:
+                    self.executor.forget(trial_id)
+                    self._on_failure(trial_id, error, error, "")
+
     def _abandon_running(self) -> None:
         """Trials that ignored the stop for the grace period end where they are."""
         with self.lock:
@@ -605,6 +671,7 @@ class TrialRunner:
             self._user_paused,
         ):
             requests.discard(trial_id)
+        self._timed_out.pop(trial_id, None)
         if trial_id in self._queue:
             self._queue.remove(trial_id)
 
@@ -706,6 +773,7 @@ class TrialRunner:
         self._resume_on_arrival.discard(trial_id)
         if trial.paused_by == "suspend":
             self.executor.reply(trial_id, Decision.CONTINUE)
+            self._heard_at[trial_id] = time.monotonic()
             self._set(
                 trial.evolve(status=TrialStatus.RUNNING, paused_by=None, started_at=time.time())
             )
@@ -808,9 +876,7 @@ class TrialRunner:
         self._closed = True
         self._refuse_commands()
         try:
-            self.storage.write_state(self.saved_state())
-            self.storage.compact(self.trials.values())
-            self.storage.close()
+            self.storage.finish(self.saved_state(), self.trials.values())
         except Exception as exc:
             if self.crash is None:
                 self.crash = exc

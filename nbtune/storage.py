@@ -11,15 +11,19 @@
         trials/<id>/error.txt  tracebacks
         trials/<id>/output.log what the trial printed
 
-Logs are append-only and flushed line by line, so each write costs the same however long the
+Logs are append-only and written line by line, so each write costs the same however long the
 run. Files that are rewritten (the spec, the state, the snapshot) are written to a temporary
 file and renamed, so a crash leaves the old version or the new one, never half of either.
+A write that fails (disk full, file too large) is undone where it started (a log is cut back
+to its last whole line, a temporary file removed) and raises `ExperimentWriteError`, which
+stops the run: what is on disk stays readable, and `Tuner.restore` carries the run on.
 Pickled files run code when loaded: only load experiment directories you trust.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import time
@@ -31,6 +35,7 @@ from typing import Any
 
 import cloudpickle
 
+from nbtune.errors import ExperimentWriteError
 from nbtune.trial import Trial, TrialStatus
 
 _COMPACT_EVERY = 1000
@@ -66,12 +71,49 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
     but costs milliseconds; a crashed process never leaves a torn file either way.
     """
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as file:
-        file.write(data)
-        if durable:
-            file.flush()
-            os.fsync(file.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as file:
+            file.write(data)
+            if durable:
+                file.flush()
+                os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+
+
+class _Log:
+    """An append-only log of text lines, each written whole or not at all.
+
+    A line is written with one `os.write` (more if the system writes part of it); if that
+    fails, the file is cut back to where the line began, so no torn line is left behind.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.size = os.fstat(self._fd).st_size
+        """Bytes in the file: where the next line begins."""
+
+    def append(self, line: str) -> None:
+        encoded = line.encode("utf-8")
+        data = memoryview(encoded)
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self.size)
+            raise
+        self.size += len(encoded)
+
+    def close(self) -> None:
+        """Sync to disk and close (closed even if the sync fails)."""
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
 
 
 def _trial_to_record(trial: Trial) -> dict[str, Any]:
@@ -117,15 +159,30 @@ class ExperimentStorage:
 
     def open_logs(self) -> None:
         """Open the result log and the trial journal for appending."""
-        self._results = open(self.path / "results.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        self._journal = open(self.path / "trials.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        self._commands = open(self.path / "commands.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._results = _Log(self.path / "results.jsonl")
+        self._journal = _Log(self.path / "trials.jsonl")
+        self._commands = _Log(self.path / "commands.jsonl")
         self._journal_lines = 0
 
+    @contextlib.contextmanager
+    def _writing(self, name: str) -> Iterator[None]:
+        """Turn a failed write of `name` into one line that says what happened and what next."""
+        try:
+            yield
+        except ExperimentWriteError:
+            raise
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise ExperimentWriteError(
+                f"could not write {name} in {self.path}: {reason}; what is on disk is intact: "
+                f"free some space, then carry the run on with nbtune.Tuner.restore("
+                f"{str(self.path)!r}, trainable)"
+            ) from exc
+
     def append_result(self, row: Mapping[str, Any]) -> None:
-        """Add one result to the log and flush it, before anyone hears about it."""
-        self._results.write(dumps(row) + "\n")
-        self._results.flush()
+        """Add one result to the log, before anyone hears about it."""
+        with self._writing("results.jsonl"):
+            self._results.append(dumps(row) + "\n")
 
     def record_trial(
         self, trial: Trial, all_trials: Callable[[], Iterable[Trial]] | None = None
@@ -136,28 +193,30 @@ class ExperimentStorage:
             trial: the trial that changed.
             all_trials: returns every trial in id order; called only when compacting.
         """
-        self._journal.write(dumps(_trial_to_record(trial)) + "\n")
-        self._journal.flush()
+        with self._writing("trials.jsonl"):
+            self._journal.append(dumps(_trial_to_record(trial)) + "\n")
         self._journal_lines += 1
         if all_trials is not None and self._journal_lines >= _COMPACT_EVERY:
             self.compact(all_trials())
 
     def compact(self, trials: Iterable[Trial]) -> None:
         snapshot = {
-            "journal_offset": self._journal.tell(),
+            "journal_offset": self._journal.size,
             "trials": [_trial_to_record(trial) for trial in trials],
         }
-        write_atomically(self.path / "trials.json", dumps(snapshot).encode())
+        with self._writing("trials.json"):
+            write_atomically(self.path / "trials.json", dumps(snapshot).encode())
         self._journal_lines = 0
 
     def append_command(self, name: str, arguments: Mapping[str, Any], error: str | None) -> None:
         """Log a user's command (and its error, if it was refused) to `commands.jsonl`."""
         line = {"timestamp": time.time(), "command": name, "arguments": arguments, "error": error}
-        self._commands.write(dumps(line) + "\n")
-        self._commands.flush()
+        with self._writing("commands.jsonl"):
+            self._commands.append(dumps(line) + "\n")
 
     def write_state(self, state: Any) -> None:
-        write_atomically(self.path / "state.pkl", cloudpickle.dumps(state))
+        with self._writing("state.pkl"):
+            write_atomically(self.path / "state.pkl", cloudpickle.dumps(state))
 
     def trial_dir(self, trial_id: int) -> Path:
         return self.path / "trials" / str(trial_id)
@@ -168,15 +227,24 @@ class ExperimentStorage:
     def append_text(self, trial_id: int, filename: str, text: str) -> None:
         """Append to a trial's text file (`error.txt`, `output.log`)."""
         directory = self.trial_dir(trial_id)
-        directory.mkdir(parents=True, exist_ok=True)
-        with open(directory / filename, "a", encoding="utf-8") as file:
-            file.write(text)
+        with self._writing(f"trials/{trial_id}/{filename}"):
+            directory.mkdir(parents=True, exist_ok=True)
+            with open(directory / filename, "a", encoding="utf-8") as file:
+                file.write(text)
+
+    def finish(self, state: Any, trials: Iterable[Trial]) -> None:
+        """Save the state and a snapshot of the trials, then close the logs whatever fails."""
+        try:
+            self.write_state(state)
+            self.compact(trials)
+        finally:
+            self.close()
 
     def close(self) -> None:
-        for log in (self._results, self._journal, self._commands):
-            log.flush()
-            os.fsync(log.fileno())
-            log.close()
+        """Sync and close every log; each is closed even if another fails."""
+        with self._writing("the logs"), contextlib.ExitStack() as stack:
+            for log in (self._results, self._journal, self._commands):
+                stack.callback(log.close)
 
 
 class ExperimentReader:

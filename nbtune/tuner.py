@@ -96,7 +96,11 @@ class Tuner(ResultsView):
             they must return quickly.
         fail_fast: end the run when the first trial fails (after its retries).
         max_failures: start a failing trial again, from its latest checkpoint, up to this many
-            times before it ends as ERROR; a crashed worker counts as a failure.
+            times before it ends as ERROR; a crashed worker counts as a failure (the trials that
+            only lost their worker because it broke the shared pool restart without counting).
+        trial_timeout_s: a trial that reports nothing for this many seconds (since it started
+            or since its last report) is killed where the executor can, or else abandoned in
+            its worker, and counts as a failure (retried as `max_failures` allows).
         progress: print a progress line on stderr (default: yes, except in a notebook).
         overwrite: replace an existing experiment of the same name instead of refusing.
         resume: carry on the experiment of the same name, if there is one (see `restore`).
@@ -122,6 +126,7 @@ class Tuner(ResultsView):
         callbacks: Iterable[Callable[[Event], None]] = (),
         fail_fast: bool = False,
         max_failures: int = 0,
+        trial_timeout_s: float | None = None,
         progress: bool | None = None,
         overwrite: bool = False,
         resume: bool = False,
@@ -133,8 +138,8 @@ class Tuner(ResultsView):
             raise TypeError(f"metric={metric!r}: pass the name of a reported value, e.g. 'loss'")
         self.num_samples = _positive_int("num_samples", num_samples)
         self.max_concurrent = _positive_int("max_concurrent", max_concurrent or os.cpu_count())
-        if time_budget_s is not None and not time_budget_s > 0:
-            raise ValueError(f"time_budget_s={time_budget_s!r}: pass a positive number of seconds")
+        self.time_budget_s = _positive_seconds("time_budget_s", time_budget_s)
+        self.trial_timeout_s = _positive_seconds("trial_timeout_s", trial_timeout_s)
         self.trainable = trainable
         self.metric = metric
         self.mode = mode
@@ -154,7 +159,6 @@ class Tuner(ResultsView):
             self.scheduler.setup(metric, mode, self.seed)
         self.executor = executor or LokyExecutor()
         self.should_stop = make_stopper(stop, metric, mode)
-        self.time_budget_s = time_budget_s
         self.fail_fast = fail_fast
         self.max_failures = _non_negative_int("max_failures", max_failures)
         self._check_free_name()
@@ -199,6 +203,7 @@ class Tuner(ResultsView):
             time_budget_s=self.time_budget_s,
             fail_fast=self.fail_fast,
             max_failures=self.max_failures,
+            trial_timeout_s=self.trial_timeout_s,
         )
         if self._previous is not None:
             results = self._previous.results()
@@ -581,6 +586,14 @@ def _positive_int(name: str, value: Any) -> int:
 def _non_negative_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name}={value!r}: pass a whole number >= 0")
+    return value
+
+
+def _positive_seconds(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name}={value!r}: pass a positive number of seconds (or None)")
     return value
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import subprocess
+import sys
+import textwrap
 import threading
+import warnings
+from pathlib import Path
 
 import pytest
 import trainables
@@ -26,6 +31,8 @@ def run(tuner):
         ({"num_samples": 0}, ValueError, "num_samples=0: pass a whole number >= 1"),
         ({"max_concurrent": -1}, ValueError, "max_concurrent=-1: pass a whole number >= 1"),
         ({"time_budget_s": 0}, ValueError, "time_budget_s=0: pass a positive number"),
+        ({"trial_timeout_s": 0}, ValueError, "trial_timeout_s=0: pass a positive number"),
+        ({"trial_timeout_s": "1m"}, ValueError, "trial_timeout_s='1m': pass a positive number"),
         ({"seed": -3}, ValueError, "seed=-3: pass a whole number >= 0"),
         ({"max_failures": -1}, ValueError, "max_failures=-1: pass a whole number >= 0"),
         ({"name": "a/b"}, ValueError, "name='a/b': use letters, digits"),
@@ -175,3 +182,47 @@ def test_the_run_stops_with_a_clear_error_when_its_directory_is_removed(make_tun
     with pytest.raises(RuntimeError, match="was removed while the run went on; the run stopped"):
         tuner.wait(30)
     assert tuner.state == "failed"
+
+
+def test_a_full_disk_stops_the_run_with_a_clear_error_and_harms_nothing(runs):
+    """The driver may write files of at most 32 kB (RLIMIT_FSIZE): the result log fills up."""
+    driver = textwrap.dedent(f"""
+        import resource, signal, sys
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (32_000, 32_000))
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import nbtune as nt, trainables
+        space = {{"steps": 300, "interval": 0, "x": nt.grid([0, 1])}}
+        tuner = nt.Tuner(trainables.steps, space, metric="loss", max_concurrent=2,
+                         name="full", storage_path={str(runs)!r}, seed=0, progress=False)
+        try:
+            tuner.run()
+        except RuntimeError as exc:
+            print(exc)
+        print(tuner.state)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", driver], capture_output=True, text=True, timeout=120
+    )
+    run = runs / "full"
+    error, state = done.stdout.splitlines()
+    assert state == "failed", done.stderr
+    assert error == (
+        f"the nbtune run 'full' failed: ExperimentWriteError: could not write results.jsonl in "
+        f"{run}: File too large; what is on disk is intact: free some space, then carry the run "
+        f"on with nbtune.Tuner.restore({str(run)!r}, trainable)"
+    )
+    log = (run / "results.jsonl").read_bytes()
+    assert 0 < len(log) <= 32_000 and log.endswith(b"\n"), "no torn line"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        written = nt.load(run).history()
+        json.loads((run / "trials.json").read_text())
+    assert len(written) == log.count(b"\n")
+
+    tuner = nt.Tuner.restore(run, trainables.steps, progress=False)
+    tuner.run()
+    history = tuner.history()
+    assert (tuner.dataframe()["status"] == "TERMINATED").all()
+    keys = list(zip(history["trial_id"], history["training_iteration"], strict=True))
+    assert len(keys) == len(set(keys)) == 600, "carried on after space was freed, nothing twice"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
+import pytest
 import trainables
 
 import nbtune as nt
-from nbtune.events import TrialResult, TrialRetried
+from nbtune.events import TrialResult, TrialRetried, TrialStarted
 
 
 def test_a_trial_that_fails_once_is_retried_from_its_checkpoint(make_tuner, tmp_path, log):
@@ -66,3 +68,67 @@ def test_a_worker_killed_mid_trial_loses_nothing(make_tuner, log):
     for _, iterations in history.groupby("trial_id")["training_iteration"]:
         assert iterations.tolist() == list(range(1, 31)), "no result lost or recorded twice"
     assert (history["step"] == history["training_iteration"]).all()
+
+
+def keys_on_disk(run):
+    lines = (run / "results.jsonl").read_text().splitlines()
+    return [(row["trial_id"], row["training_iteration"]) for row in map(json.loads, lines)]
+
+
+@pytest.mark.parametrize("max_failures", [0, 1])
+def test_the_bystander_of_a_killed_worker_restarts_without_counting_as_a_failure(
+    make_tuner, log, max_failures
+):
+    space = {"steps": 40, "interval": 0.02, "checkpoint": True, "x": nt.grid([0, 1])}
+    tuner = make_tuner(
+        trainables.steps, space, metric="loss", max_failures=max_failures, callbacks=[log]
+    )
+    tuner.start()
+    log.wait_for(lambda e: isinstance(e, TrialResult) and e.trial_id == 1)
+    seen = log.wait_for(
+        lambda e: (
+            isinstance(e, TrialResult) and e.trial_id == 0 and e.result["training_iteration"] >= 5
+        )
+    )
+    os.kill(seen.result["pid"], signal.SIGKILL)
+    assert tuner.wait(60)
+    killed, bystander = tuner.get_trial(0), tuner.get_trial(1)
+    assert len(log.of(TrialStarted, 1)) == 2, "the bystander lost its worker and started again"
+    assert bystander.status is nt.TrialStatus.TERMINATED, bystander.error
+    assert bystander.attempts == 1, "a bystander's restart is not a failure"
+    assert not log.of(TrialRetried, 1)
+    assert killed.attempts == 1 + max_failures
+    assert killed.status is (nt.TrialStatus.TERMINATED if max_failures else nt.TrialStatus.ERROR)
+    history = tuner.history()
+    assert history[history["trial_id"] == 1]["training_iteration"].tolist() == list(range(1, 41))
+    assert (history["step"] == history["training_iteration"]).all(), "restarted from checkpoints"
+    keys = keys_on_disk(tuner.path)
+    assert len(keys) == len(set(keys)) == len(history), "no result lost or recorded twice"
+
+
+def test_a_trial_that_stops_reporting_times_out_and_is_retried(make_tuner, log, executor_class):
+    space = {"steps": 100, "interval": 0.03, "hang_s": 60, "hang_at": nt.grid([3, None])}
+    tuner = make_tuner(
+        trainables.hangs_at,
+        space,
+        metric="loss",
+        max_failures=1,
+        trial_timeout_s=2,
+        executor=executor_class(),
+        callbacks=[log],
+    )
+    tuner.run()
+    hung, healthy = tuner.get_trial(0), tuner.get_trial(1)
+    assert hung.status is nt.TrialStatus.ERROR
+    assert hung.attempts == 2, "timed out, retried from its checkpoint, timed out again"
+    assert hung.error.startswith("TrialTimeout: no report for 2 s (trial_timeout_s); the trial was")
+    assert [e.attempt for e in log.of(TrialRetried)] == [2]
+    assert healthy.status is nt.TrialStatus.TERMINATED, healthy.error
+    assert healthy.attempts == 1
+    history = tuner.history()
+    iterations = history.groupby("trial_id")["training_iteration"].apply(list)
+    assert iterations[0] == [1, 2]
+    assert iterations[1] == list(range(1, 101))
+    assert (history["step"] == history["training_iteration"]).all()
+    keys = keys_on_disk(tuner.path)
+    assert len(keys) == len(set(keys)) == 102

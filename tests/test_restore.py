@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 import trainables
+from kernels import Kernel
 
 import nbtune as nt
-from nbtune.events import TrialPaused, TrialResult
+from nbtune.events import TrialPaused, TrialResult, TrialStarted
 
 STEPS = 40
 SPACE = {"steps": STEPS, "interval": 0.02, "checkpoint": True, "x": nt.grid(range(4))}
@@ -105,3 +106,41 @@ def test_resume_true_carries_on_a_run_of_the_same_name(make_tuner):
     frame = again.dataframe()
     assert frame["trial_id"].tolist() == [0, 1, 2, 3], "ids go on from where the first run ended"
     assert len(again.history()) == 4 * 5
+
+
+def test_a_run_whose_kernel_was_killed_carries_on(runs, log):
+    kernel = Kernel(runs.parent)
+    try:
+        kernel.check(f"""
+            import sys
+            sys.path.insert(0, {str(Path(__file__).parent)!r})
+            import nbtune as nt, trainables
+            space = {{"steps": {STEPS}, "interval": 0.02, "checkpoint": True,
+                      "x": nt.grid(range(4))}}
+            tuner = nt.Tuner(trainables.steps, space, metric="loss", max_concurrent=2,
+                             name="kernel", storage_path={str(runs)!r}, seed=0)
+            tuner.start(display=False)
+        """)
+        run = runs / "kernel"
+        deadline = time.monotonic() + 60
+        while not (
+            (run / "results.jsonl").exists() and len(results_on_disk(run)) >= STEPS * 2 + 10
+        ):
+            assert time.monotonic() < deadline, "the run in the kernel never got far enough"
+            time.sleep(0.05)
+        os.kill(kernel.manager.provisioner.pid, signal.SIGKILL)
+        kernel.manager.provisioner.process.wait()
+        reported = set(results_on_disk(run))
+    finally:
+        kernel.shutdown()
+    before = nt.load(run).dataframe()
+    finished = set(before[before["status"] == "TERMINATED"]["trial_id"])
+    assert finished, "some trials had finished before the kill"
+
+    tuner = nt.Tuner.restore(run, trainables.steps, progress=False, callbacks=[log])
+    tuner.run()
+
+    assert finished.isdisjoint(e.trial_id for e in log.of(TrialStarted)), "finished ones kept"
+
+    assert reported <= set(results_on_disk(run)), "every result reported before the kill is kept"
+    assert_every_trial_complete_once(tuner)

@@ -116,6 +116,16 @@ class OnDemand(Counter):
         return super().step()
 
 
+def hangs_at(config):
+    """Reports (with a checkpoint) every `interval` s, but before step `hang_at` it goes silent
+    for `hang_s` seconds."""
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["step"] if checkpoint else 0
+    for step in range(start + 1, config["steps"] + 1):
+        time.sleep(config["hang_s"] if step == config["hang_at"] else config["interval"])
+        nt.report(loss=1.0 / step, step=step, checkpoint={"step": step})
+
+
 def fails_once(config):
     """Checkpoints every step; on its first attempt (no marker file yet) it fails at step 5."""
     checkpoint = nt.get_checkpoint()

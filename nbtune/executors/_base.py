@@ -66,9 +66,14 @@ class WorkerFailed(WorkerEvent):
 
 @dataclass(frozen=True)
 class WorkerLost(WorkerEvent):
-    """The worker vanished without a word (killed, crashed, or its executor broke)."""
+    """The worker vanished without a word (killed, crashed, or its executor broke).
+
+    A `bystander` was lost only because another trial's worker died and took the shared pool
+    down with it (loky): nothing went wrong with the trial itself, so it is not a failure.
+    """
 
     error: str
+    bystander: bool = False
 
 
 _MESSAGES: dict[str, type[WorkerEvent]] = {
@@ -99,6 +104,9 @@ class Executor:
 
     can_kill_trial: ClassVar[bool] = False
     """Whether `kill` can end one trial without disturbing the others."""
+    can_kill_worker: ClassVar[bool] = False
+    """Whether `kill` can end a hung trial at all, even if the trials that share its pool are
+    lost with it (they come back as `WorkerLost` bystanders, to be restarted)."""
     streams_results: ClassVar[bool] = True
     """Whether results arrive while a trial runs (rather than only when it ends)."""
     captures_output: ClassVar[bool] = False
@@ -130,8 +138,14 @@ class Executor:
         """Make room for `max_workers` trials at a time (the run's concurrency changed)."""
 
     def kill(self, trial_id: int) -> None:
-        """End one trial at once, if `can_kill_trial`."""
+        """End one trial at once, if `can_kill_trial` or `can_kill_worker`; the trial then
+        shows up as lost in `poll()`."""
         raise NotImplementedError(f"{type(self).__name__} cannot kill a single trial")
+
+    def forget(self, trial_id: int) -> None:
+        """Write off a running trial that cannot be killed (it hung): nothing more is reported
+        for it, even if it wakes up, and it ends at its next report if it ever makes one."""
+        raise NotImplementedError(f"{type(self).__name__} cannot write off a trial")
 
     def abandon(self) -> None:
         """End every running trial at once, where the executor can (a second Ctrl-C).

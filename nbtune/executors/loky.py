@@ -8,7 +8,7 @@
     poll() <----------------------------------- ("result", metrics, checkpoint, output, t)
     reply(trial, decision) --------------------> report() returns, or ends the trial
     poll() <----------------------------------- ("done", ...) or ("error", ...)
-    future callback -> a worker that died ----> WorkerLost
+    future callback -> a worker that died ----> WorkerLost (a bystander if its worker lived)
 
 Results and replies travel over one authenticated AF_UNIX connection per worker (about
 0.03 ms per round trip), which carries its trials one after another. The pool is shared by
@@ -16,6 +16,10 @@ every run in the process that asks for the same number of workers, so a second r
 warm workers. It is nbtune's own pool, never joblib's global one, so `joblib.Parallel` keeps
 working beside it. Trials are submitted only when a worker is free: loky queues tasks ahead,
 and a queued task can no longer be cancelled.
+
+A worker that dies breaks the whole pool: loky fails every running task, then kills the
+other workers. The task callbacks run in between, so the workers still alive there are spared by
+the death itself: a trial that they ran is a bystander, lost only because of another's death.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import contextlib
 import functools
 import os
 import secrets
+import signal
 import threading
 from collections import Counter, deque
 from collections.abc import Callable
@@ -118,7 +123,7 @@ def _run_in_worker(payload: bytes, launch: TrialLaunch, address: str, authkey: b
     global _runner_connection
     connection = _connection_to(address, authkey)
     try:
-        connection.send(("hello", launch.trial_id))
+        connection.send(("hello", launch.trial_id, os.getpid()))
         run_trial(_load_trainable(payload), launch, connection)
     except (OSError, EOFError):
         _runner_connection = None
@@ -130,13 +135,15 @@ class LokyExecutor(Executor):
     """Runs each trial in a worker process; the default executor.
 
     Killing one worker breaks every trial on a loky pool, so `can_kill_trial` is False: stops
-    are cooperative, delivered as the reply to the trial's next report.
+    are cooperative, delivered as the reply to the trial's next report. A hung trial can still
+    be killed (`can_kill_worker`): the trials on the other workers come back as bystanders.
 
     Args:
         max_workers: size of the worker pool; by default the run's `max_concurrent`.
     """
 
     can_kill_trial = False
+    can_kill_worker = True
     streams_results = True
     captures_output = True
 
@@ -147,6 +154,9 @@ class LokyExecutor(Executor):
         self._lock = threading.Lock()
         self._connections: dict[Connection, int | None] = {}
         self._by_trial: dict[int, Connection] = {}
+        self._pids: dict[int, int] = {}
+        self._spared: set[int] = set()
+        self._kill_on_hello: set[int] = set()
         self._deaths: deque[tuple[TrialLaunch, BaseException]] = deque()
         self._live: set[int] = set()
         self._closing = True
@@ -166,6 +176,7 @@ class LokyExecutor(Executor):
         self._address = self._listener.address
         self._closing = False
         self._live = set()
+        self._pids, self._spared, self._kill_on_hello = {}, set(), set()
         self._launches: dict[int, TrialLaunch] = {}
         self._resubmits: Counter[int] = Counter()
         self._deaths.clear()
@@ -191,7 +202,7 @@ class LokyExecutor(Executor):
             self._pool = _acquire_pool(self._pool._max_workers)
             self._pools.append(self._pool)
             future = self._pool.submit(*args)
-        future.add_done_callback(functools.partial(self._on_task_done, launch))
+        future.add_done_callback(functools.partial(self._on_task_done, launch, self._pool))
 
     def reply(self, trial_id: int, decision: Decision) -> None:
         """Answer the trial; if its worker has just died, the next poll reports it lost."""
@@ -215,6 +226,15 @@ class LokyExecutor(Executor):
                 events.extend(self._receive(source))
         events.extend(self._collect_deaths())
         return events
+
+    def kill(self, trial_id: int) -> None:
+        """Kill the trial's worker process (at once, or as soon as it has one)."""
+        pid = self._pids.get(trial_id)
+        if pid is None:
+            self._kill_on_hello.add(trial_id)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
     def wakeup(self) -> None:
         with contextlib.suppress(BlockingIOError, OSError):
@@ -248,15 +268,28 @@ class LokyExecutor(Executor):
             self._forget(connection)
             if trial_id is None or trial_id not in self._live:
                 return []
+            pid = self._pids.get(trial_id)
+            with self._lock:
+                bystander = pid in self._spared
+                self._spared.discard(pid)
             self._ended(trial_id)
+            if bystander:
+                return [WorkerLost(trial_id, "another trial's worker died", bystander=True)]
             return [WorkerLost(trial_id, "its worker process died")]
         if message[0] == "hello":
-            self._assign(connection, message[1])
+            self._hello(connection, *message[1:])
             return []
         if message[0] not in ONGOING:
             self._ended(trial_id)
             self._assign(connection, None)
         return [event_from_message(trial_id, message)]
+
+    def _hello(self, connection: Connection, trial_id: int, pid: int) -> None:
+        self._assign(connection, trial_id)
+        self._pids[trial_id] = pid
+        if trial_id in self._kill_on_hello:
+            self._kill_on_hello.discard(trial_id)
+            self.kill(trial_id)
 
     def _assign(self, connection: Connection, trial_id: int | None) -> None:
         with self._lock:
@@ -269,6 +302,8 @@ class LokyExecutor(Executor):
         self._live.discard(trial_id)
         self._launches.pop(trial_id, None)
         self._resubmits.pop(trial_id, None)
+        self._pids.pop(trial_id, None)
+        self._kill_on_hello.discard(trial_id)
 
     def _forget(self, connection: Connection) -> None:
         with self._lock:
@@ -300,11 +335,18 @@ class LokyExecutor(Executor):
             events.append(WorkerLost(trial_id, f"its worker failed: {error!r}"))
         return events
 
-    def _on_task_done(self, launch: TrialLaunch, future: Future) -> None:
+    def _on_task_done(self, launch: TrialLaunch, pool: ProcessPoolExecutor, future: Future) -> None:
+        """Runs on loky's thread. When the pool breaks, that is before it kills the surviving
+        workers: note which are still alive (their trials are bystanders)."""
         error = future.exception()
-        if error is not None:
-            self._deaths.append((launch, error))
-            self.wakeup()
+        if error is None:
+            return
+        if isinstance(error, _POOL_ERRORS):
+            processes = list(pool._processes.items())
+            with self._lock:
+                self._spared.update(pid for pid, process in processes if process.exitcode is None)
+        self._deaths.append((launch, error))
+        self.wakeup()
 
     def _accept_connections(self) -> None:
         listener = self._listener

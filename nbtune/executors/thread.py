@@ -18,10 +18,12 @@ class _ThreadChannel:
     def __init__(self, trial_id: int, events: queue.SimpleQueue) -> None:
         self.trial_id = trial_id
         self.replies: queue.SimpleQueue[Decision] = queue.SimpleQueue()
+        self.forgotten = False
         self._events = events
 
     def send(self, message: tuple) -> None:
-        self._events.put((self.trial_id, message))
+        if not self.forgotten:
+            self._events.put((self.trial_id, message))
 
     def recv(self) -> Any:
         return self.replies.get()
@@ -74,6 +76,13 @@ class ThreadExecutor(Executor):
         if message[0] not in ONGOING:
             self._channels.pop(trial_id, None)
         return event
+
+    def forget(self, trial_id: int) -> None:
+        """A thread cannot be killed: it goes on unheard, and stops at its next report."""
+        channel = self._channels.pop(trial_id, None)
+        if channel is not None:
+            channel.forgotten = True
+            channel.replies.put(Decision.STOP)
 
     def wakeup(self) -> None:
         self._events.put(None)
