@@ -10,10 +10,17 @@ one subprocess per figure), so each starts on a cold loky pool and its memory an
 readings see nothing of the other figures. Figures that need a warm pool ("warm" in their
 name) make a second run in that same process, after the cold one.
 
+With `--executor dask`, every figure is measured twice, side by side: on loky, then on a
+Dask `LocalCluster` of `WORKERS` single-threaded worker processes, started before the timing
+begins (the cluster is the user's, not nbtune's). Each row says which `executor` it measured;
+the Dask rows have targets of their own (`DASK_TARGETS`), the others are information only.
+
 Usage:
     python benchmarks/overhead.py                      # every figure (under a minute)
     python benchmarks/overhead.py --figure latency     # one figure, in this process
     python benchmarks/overhead.py --quick              # small sizes: a smoke test
+    python benchmarks/overhead.py --executor dask      # loky and Dask, side by side
+    python benchmarks/overhead.py --figure parallel --executor dask   # Dask only
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from nbtune.events import Event, TrialResult, TrialStarted
 
 WORKERS = 2
 """Worker processes (and `max_concurrent`) of every run."""
+EXECUTORS = ("loky", "dask")
+_executor_name = "loky"
+_dask_client = None
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # ----- trainables: at module level, so that cloudpickle can ship them to loky workers --------
@@ -127,6 +137,13 @@ class Target:
         return f"{self.comparison} {self.bound:g}"
 
 
+DASK_TARGETS: dict[str, Target] = {
+    "parallel_efficiency": Target("<=", 1.25),
+    "report_latency_p95": Target("<", 50),
+}
+"""The targets of the Dask rows; a Dask figure not named here is information only."""
+
+
 def figure_row(
     figure: str, value: float, unit: str, target: Target | None, **extra: Any
 ) -> dict[str, Any]:
@@ -170,7 +187,7 @@ def make_tuner(
     config: Mapping[str, Any],
     callbacks: Iterable[Callable[[Event], None]] = (),
 ) -> nt.Tuner:
-    """A tuner with `WORKERS` loky workers whose every trial gets the constant `config`."""
+    """A tuner with `WORKERS` workers whose every trial gets the constant `config`."""
     return nt.Tuner(
         trainable,
         space=dict(config),
@@ -181,11 +198,37 @@ def make_tuner(
         name=name,
         storage_path=storage,
         seed=0,
-        executor=nt.LokyExecutor(),
+        executor=make_executor(),
         callbacks=list(callbacks),
         progress=False,
         overwrite=True,
     )
+
+
+def make_executor() -> nt.Executor:
+    """An executor of the kind this process measures; Dask's runs on this process's cluster."""
+    if _executor_name == "loky":
+        return nt.LokyExecutor()
+    return nt.DaskExecutor(dask_client())
+
+
+def dask_client() -> Any:
+    """A client of a `LocalCluster` of `WORKERS` worker processes, started on first use."""
+    global _dask_client
+    if _dask_client is None:
+        import logging
+
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(
+            n_workers=WORKERS,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        _dask_client = Client(cluster)
+    return _dask_client
 
 
 def timed_run(tuner: nt.Tuner) -> float:
@@ -607,34 +650,52 @@ FIGURES: dict[str, Callable[[Sizes, str], list[dict[str, Any]]]] = {
 # ----- entry point --------------------------------------------------------------------------------
 
 
-def run_figure(name: str, quick: bool) -> None:
+def run_figure(name: str, quick: bool, executor: str = "loky") -> None:
     """Measure one figure in this process and print its JSON lines.
 
     Each line also gets `other_cpu_pct`: the CPU that processes other than this one and its
     workers used while the figure ran, in % of one core. On a shared machine a high value
     (tens of %) means that something competed for the cores and the timings are suspect.
     """
+    global _executor_name
+    _executor_name = executor
     sizes = QUICK if quick else FULL
+    if executor == "dask":
+        dask_client()
     others = OtherCpu()
     with tempfile.TemporaryDirectory(prefix="nbtune-bench-") as storage:
         rows = FIGURES[name](sizes, storage)
     other_cpu_pct = others.percent()
     for row in rows:
+        if executor == "dask":
+            _retarget(row, DASK_TARGETS.get(row["figure"]))
+        row["executor"] = executor
         row["other_cpu_pct"] = _rounded(other_cpu_pct)
         if quick:
             row["quick"] = True
         print(json.dumps(row), flush=True)
 
 
-def run_all(quick: bool) -> int:
-    """Measure every figure, each in a fresh process; return how many of them crashed."""
+def _retarget(row: dict[str, Any], target: Target | None) -> None:
+    row["target"] = None if target is None else str(target)
+    row["passed"] = None if target is None else target.met_by(row["value"])
+
+
+def run_all(quick: bool, executors: tuple[str, ...]) -> int:
+    """Measure every figure on each of `executors`, each in a fresh process; return how many
+    of them crashed."""
     crashed = 0
     for name in FIGURES:
-        command = [sys.executable, str(Path(__file__).resolve()), "--figure", name]
-        completed = subprocess.run([*command, *(["--quick"] if quick else [])], check=False)
-        if completed.returncode != 0:
-            print(f"overhead.py: figure {name!r} failed ({completed.returncode})", file=sys.stderr)
-            crashed += 1
+        for executor in executors:
+            command = [sys.executable, str(Path(__file__).resolve()), "--figure", name]
+            command += ["--executor", executor, *(["--quick"] if quick else [])]
+            completed = subprocess.run(command, check=False)
+            if completed.returncode != 0:
+                print(
+                    f"overhead.py: figure {name!r} on {executor} failed ({completed.returncode})",
+                    file=sys.stderr,
+                )
+                crashed += 1
     return crashed
 
 
@@ -648,10 +709,18 @@ def main(argv: list[str] | None = None) -> int:
         help="the figure to measure, in this process (default: all, each in a fresh process)",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    parser.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="loky",
+        help="dask: with --figure all, every figure on loky and then on a Dask LocalCluster; "
+        "with one --figure, on Dask only (default: loky)",
+    )
     args = parser.parse_args(argv)
     if args.figure == "all":
-        return 1 if run_all(args.quick) else 0
-    run_figure(args.figure, args.quick)
+        executors = EXECUTORS if args.executor == "dask" else ("loky",)
+        return 1 if run_all(args.quick, executors) else 0
+    run_figure(args.figure, args.quick, args.executor)
     return 0
 
 

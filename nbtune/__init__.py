@@ -50,11 +50,16 @@ def load_ipython_extension(ipython) -> None:
 
 
 def __getattr__(name: str):
-    """The front end (plotly, ipywidgets) loads on first use, so `import nbtune` stays light."""
+    """The front end (plotly, ipywidgets) and Dask load on first use, so `import nbtune` stays
+    light."""
     if name in _FRONT_END:
         import nbtune.ui
 
         return getattr(nbtune.ui, name)
+    if name == "DaskExecutor":
+        from nbtune.executors.dask import DaskExecutor
+
+        return DaskExecutor
     raise AttributeError(f"module 'nbtune' has no attribute {name!r}")
 
 

@@ -52,6 +52,7 @@ _TUNER_OPTIONS = (
 """Launch options that are passed on to `Tuner(...)` under the same name, when given."""
 
 _USER_ERRORS = (
+    ImportError,
     FileNotFoundError,
     TrialNotFoundError,
     IllegalTransitionError,
@@ -122,6 +123,13 @@ def _nested(assignments: Iterable[tuple[tuple[str, ...], Any]]) -> dict[str, Any
     return config
 
 
+def _options(family: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What `%tune` passes to the constructor of the named executor (the Dask address)."""
+    if family == "executor" and args.address is not None:
+        return {"address": args.address}
+    return {}
+
+
 def _identifier(word: str) -> str:
     if not word.isidentifier() or keyword.iskeyword(word):
         raise argparse.ArgumentTypeError(f"{word!r} is not a Python variable name")
@@ -147,6 +155,7 @@ def _launch_parser() -> _Parser:
     for family in registry.TABLE:
         names = ", ".join(registry.names(family))
         add(f"--{family}", metavar="NAME", help=f"one of: {names} (see below)")
+    add("--address", metavar="URL", help="the Dask scheduler, with --executor dask")
     add(
         "--stop",
         nargs="+",
@@ -335,9 +344,11 @@ class TuneMagics(Magics):
 
     def _launch(self, args: argparse.Namespace) -> None:
         options = {k: v for k, v in vars(args).items() if k in _TUNER_OPTIONS and v is not None}
+        if args.address is not None and options.get("executor") != "dask":
+            raise ValueError("--address goes with --executor dask")
         for family in registry.TABLE:
             if family in options:
-                options[family] = registry.create(family, options[family])
+                options[family] = registry.create(family, options[family], **_options(family, args))
         if "stop" in options:
             options["stop"] = _nested(options["stop"])
         trainable = self._lookup(args.trainable)

@@ -24,10 +24,10 @@ class Entry:
     def class_name(self) -> str:
         return self.target.partition(":")[2]
 
-    def create(self) -> Any:
-        """A new instance, with the class's defaults."""
+    def create(self, **options: Any) -> Any:
+        """A new instance, with the class's defaults for what `options` leaves out."""
         module, _, name = self.target.partition(":")
-        return getattr(importlib.import_module(module), name)()
+        return getattr(importlib.import_module(module), name)(**options)
 
 
 TABLE: dict[str, dict[str, Entry]] = {
@@ -40,6 +40,7 @@ TABLE: dict[str, dict[str, Entry]] = {
     "executor": {
         "loky": Entry("nbtune.executors.loky:LokyExecutor", "worker processes"),
         "thread": Entry("nbtune.executors.thread:ThreadExecutor", "threads, for debugging"),
+        "dask": Entry("nbtune.executors.dask:DaskExecutor", "a Dask cluster (address=...)"),
     },
 }
 """Family ("scheduler", ...) -> name -> entry; the first name of each family is the default."""
@@ -50,8 +51,9 @@ def names(family: str) -> list[str]:
     return list(TABLE[family])
 
 
-def create(family: str, name: str) -> Any:
-    """A new instance of what `name` stands for: `create("scheduler", "fifo")`.
+def create(family: str, name: str, **options: Any) -> Any:
+    """A new instance of what `name` stands for: `create("scheduler", "fifo")`; `options` go
+    to its constructor: `create("executor", "dask", address="tcp://host:8786")`.
 
     Raises:
         ValueError: for a name the table does not have, listing those it has.
@@ -59,7 +61,7 @@ def create(family: str, name: str) -> Any:
     entries = TABLE[family]
     if name not in entries:
         raise ValueError(f"unknown {family} {name!r}; use one of: {', '.join(entries)}")
-    return entries[name].create()
+    return entries[name].create(**options)
 
 
 def describe(markdown: bool = False) -> str:

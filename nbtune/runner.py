@@ -542,8 +542,13 @@ class TrialRunner:
         self.bus.publish(TrialPaused(trial.trial_id))
 
     def _on_lost(self, event: WorkerLost) -> None:
-        """A lost worker: a failure of its trial (or its timeout), unless a bystander's."""
-        error = self._timed_out.pop(event.trial_id, None) or f"WorkerLost: {event.error}"
+        """A lost worker: a failure of its trial (or its timeout), unless a bystander's or one
+        the user asked to stop (a forced stop kills the worker)."""
+        timed_out = self._timed_out.pop(event.trial_id, None)
+        if timed_out is None and event.trial_id in self._stop_requested:
+            self._on_done(WorkerDone(event.trial_id, ""))
+            return
+        error = timed_out or f"WorkerLost: {event.error}"
         self._on_failure(event.trial_id, error, event.error, "", bystander=event.bystander)
 
     def _on_failure(

@@ -125,9 +125,7 @@ class TrialSession:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0]}); checkpoint plain data: "
                 "dicts, arrays, a model's state_dict"
             ) from exc
-        temporary = path.with_suffix(".tmp")
-        temporary.write_bytes(payload)
-        os.replace(temporary, path)
+        write_atomically(path, payload)
         return str(path)
 
     def __enter__(self) -> TrialSession:
@@ -141,6 +139,13 @@ class TrialSession:
         if self._output is not None:
             sys.stdout, sys.stderr = self._saved_streams
         _activate(None)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a reader sees the whole file or none of it."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
 
 
 _thread_local = threading.local()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import pytest
 
 import nbtune as nt
 
-EXECUTORS = {"loky": nt.LokyExecutor, "thread": nt.ThreadExecutor}
+EXECUTORS = {"dask": None, "loky": nt.LokyExecutor, "thread": nt.ThreadExecutor}
+"""Each executor by name; the Dask one needs the session's cluster (see `executor_class`)."""
 
 
 @pytest.fixture
@@ -19,8 +21,28 @@ def runs(tmp_path):
 
 @pytest.fixture(params=sorted(EXECUTORS))
 def executor_class(request):
-    """Each executor in turn, for behaviour every executor must share."""
+    """Each executor in turn, for behaviour every executor must share: call it to get one."""
+    if request.param == "dask":
+        return functools.partial(nt.DaskExecutor, request.getfixturevalue("dask_client"))
     return EXECUTORS[request.param]
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A client of a real two-worker Dask cluster (separate processes, one thread each),
+    started once per test session, when a test first asks for it."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            dashboard_address=None,
+            silence_logs=50,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
 
 
 @pytest.fixture

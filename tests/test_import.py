@@ -11,3 +11,22 @@ def test_importing_nbtune_leaves_the_ui_libraries_alone():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_dask_executor_loads_on_first_use_and_says_how_to_install_it():
+    code = (
+        "import sys, nbtune\n"
+        "nbtune.DaskExecutor\n"
+        "print('distributed' in sys.modules)\n"
+        "sys.modules['distributed'] = None\n"
+        "del sys.modules['nbtune.executors.dask']\n"
+        "try:\n"
+        "    nbtune.DaskExecutor\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [
+        "True",
+        "nbtune.DaskExecutor needs Dask's 'distributed' package: pip install 'nbtune[dask]'",
+    ]

@@ -337,7 +337,12 @@ MISTAKES = {
         "a function train(config) or a subclass of nbtune.Trainable"
     ],
     "%tune train --scheduler asha": ["%tune: unknown scheduler 'asha'; use one of: fifo"],
-    "%tune train --executor dask": ["%tune: unknown executor 'dask'; use one of: loky, thread"],
+    "%tune train --executor ray": ["%tune: unknown executor 'ray'; use one of: loky, thread, dask"],
+    "%tune train --executor dask": [
+        "%tune: DaskExecutor needs a Dask cluster: pass DaskExecutor(client), or the "
+        "scheduler's address: DaskExecutor(address='tcp://host:8786') (%tune: --address)"
+    ],
+    "%tune train --address tcp://127.0.0.1:1": ["%tune: --address goes with --executor dask"],
     "%tune train --mode best": [
         "%tune: argument --mode: invalid choice: 'best' (choose from 'min', 'max')",
         USAGE,

@@ -195,3 +195,16 @@ def accumulate(config):
             t=t,
             checkpoint={"t": t, "value": value},
         )
+
+
+BIG = bytes(range(256)) * 8192
+"""2 MiB: more than a Dask checkpoint may carry inline."""
+
+
+def big_checkpoint(config):
+    """Checkpoints `BIG` each step; reports whether the checkpoint it resumed from was intact."""
+    checkpoint = nt.get_checkpoint()
+    intact = checkpoint is not None and checkpoint["data"] == BIG
+    start = checkpoint["step"] if checkpoint else 0
+    for step in range(start + 1, config["steps"] + 1):
+        nt.report(loss=1.0 / step, resumed_intact=intact, checkpoint={"step": step, "data": BIG})

@@ -2,20 +2,20 @@
 
     runner thread                               loky worker process
     -------------                               -------------------
-    start(launch) ---- pool.submit ------------> _run_in_worker(trainable, launch, address, key)
-    accept thread <--- Client(address, key) ---- (once per worker and run, then kept open)
-    poll(): wait([wakeup pipe, connections]) <-- ("hello", trial id)
+    start(launch) ---- pool.submit ------------> _run_in_worker(trainable, launch, lines, key)
+    accept thread <--- connect(address) -------- (once per worker and run, then kept open)
+    poll(): wait([wakeup pipe, connections]) <-> ("hello", launch key) / True
     poll() <----------------------------------- ("result", metrics, checkpoint, output, t)
     reply(trial, decision) --------------------> report() returns, or ends the trial
     poll() <----------------------------------- ("done", ...) or ("error", ...)
     future callback -> a worker that died ----> WorkerLost (a bystander if its worker lived)
 
 Results and replies travel over one authenticated AF_UNIX connection per worker (about
-0.03 ms per round trip), which carries its trials one after another. The pool is shared by
-every run in the process that asks for the same number of workers, so a second run starts on
-warm workers. It is nbtune's own pool, never joblib's global one, so `joblib.Parallel` keeps
-working beside it. Trials are submitted only when a worker is free: loky queues tasks ahead,
-and a queued task can no longer be cancelled.
+0.03 ms per round trip; see `_lines`), which carries its trials one after another. The pool
+is shared by every run in the process that asks for the same number of workers, so a second
+run starts on warm workers. It is nbtune's own pool, never joblib's global one, so
+`joblib.Parallel` keeps working beside it. Trials are submitted only when a worker is free:
+loky queues tasks ahead, and a queued task can no longer be cancelled.
 
 A worker that dies breaks the whole pool: loky fails every running task, then kills the
 other workers. The task callbacks run in between, so the workers still alive there are spared by
@@ -27,27 +27,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import itertools
 import os
-import secrets
 import signal
 import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client, Connection, Listener, wait
 
 import cloudpickle
 from joblib.externals.loky import ProcessPoolExecutor
 from joblib.externals.loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
-from nbtune.executors._base import (
-    ONGOING,
-    Executor,
-    WorkerEvent,
-    WorkerLost,
-    event_from_message,
-)
+from nbtune.executors._base import Executor, WorkerEvent, WorkerLost
+from nbtune.executors._lines import TrialLines, connect, greet, hang_up, load_trainable
 from nbtune.schedulers._base import Decision
 from nbtune.trainable import TrialLaunch, run_trial
 
@@ -99,35 +92,15 @@ def _shutdown_pools() -> None:
         _idle_pools.clear()
 
 
-@functools.lru_cache(maxsize=4)
-def _load_trainable(payload: bytes) -> Callable | type:
-    return cloudpickle.loads(payload)
-
-
-_runner_connection: tuple[str, Connection] | None = None
-
-
-def _connection_to(address: str, authkey: bytes) -> Connection:
-    """The worker's line to the run's runner, kept open from one trial to the next."""
-    global _runner_connection
-    if _runner_connection is not None:
-        known_address, connection = _runner_connection
-        if known_address == address:
-            return connection
-        connection.close()
-    _runner_connection = address, Client(address, family="AF_UNIX", authkey=authkey)
-    return _runner_connection[1]
-
-
-def _run_in_worker(payload: bytes, launch: TrialLaunch, address: str, authkey: bytes) -> None:
-    global _runner_connection
-    connection = _connection_to(address, authkey)
+def _run_in_worker(
+    payload: bytes, launch: TrialLaunch, launch_key: int, address: str, authkey: bytes
+) -> None:
+    connection = connect(address, authkey)
     try:
-        connection.send(("hello", launch.trial_id, os.getpid()))
-        run_trial(_load_trainable(payload), launch, connection)
+        if greet(connection, launch_key):
+            run_trial(load_trainable(payload), launch, connection)
     except (OSError, EOFError):
-        _runner_connection = None
-        connection.close()
+        hang_up()
         raise
 
 
@@ -150,95 +123,68 @@ class LokyExecutor(Executor):
     def __init__(self, max_workers: int | None = None) -> None:
         self.max_workers = max_workers
         self._pool: ProcessPoolExecutor | None = None
-        self._listener: Listener | None = None
-        self._lock = threading.Lock()
-        self._connections: dict[Connection, int | None] = {}
-        self._by_trial: dict[int, Connection] = {}
-        self._pids: dict[int, int] = {}
+        self._lines: TrialLines | None = None
+        self._keys = itertools.count()
+        self._deaths: deque[tuple[TrialLaunch, int, BaseException]] = deque()
         self._spared: set[int] = set()
+        self._spared_lock = threading.Lock()
         self._kill_on_hello: set[int] = set()
-        self._deaths: deque[tuple[TrialLaunch, BaseException]] = deque()
-        self._live: set[int] = set()
-        self._closing = True
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_write, False)
-
-    def __del__(self) -> None:
-        os.close(self._wake_read)
-        os.close(self._wake_write)
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         self._payload = cloudpickle.dumps(trainable)
         self._pool = _acquire_pool(self.max_workers or max_workers)
         self._pools = [self._pool]
-        self._authkey = secrets.token_bytes(32)
-        self._listener = Listener(family="AF_UNIX", authkey=self._authkey)
-        self._address = self._listener.address
-        self._closing = False
-        self._live = set()
-        self._pids, self._spared, self._kill_on_hello = {}, set(), set()
-        self._launches: dict[int, TrialLaunch] = {}
+        self._lines = TrialLines(bystander=self._was_spared, greeted=self._greeted)
         self._resubmits: Counter[int] = Counter()
         self._deaths.clear()
-        threading.Thread(
-            target=self._accept_connections, name="nbtune-loky-accept", daemon=True
-        ).start()
+        self._spared, self._kill_on_hello = set(), set()
 
     def start(self, launch: TrialLaunch) -> None:
-        self._live.add(launch.trial_id)
-        self._launches[launch.trial_id] = launch
-        self._submit(launch)
+        launch_key = next(self._keys)
+        self._lines.expect(launch_key, launch.trial_id)
+        self._submit(launch, launch_key)
 
     def resize(self, max_workers: int) -> None:
         if max_workers > self._pool._max_workers:
             self._pool = _acquire_pool(max_workers)
             self._pools.append(self._pool)
 
-    def _submit(self, launch: TrialLaunch) -> None:
-        args = (_run_in_worker, self._payload, launch, self._address, self._authkey)
+    def _submit(self, launch: TrialLaunch, launch_key: int) -> None:
+        lines = self._lines
+        args = (_run_in_worker, self._payload, launch, launch_key, lines.address, lines.authkey)
         try:
             future = self._pool.submit(*args)
-        except (BrokenProcessPool, ShutdownExecutorError):
+        except _POOL_ERRORS:
             self._pool = _acquire_pool(self._pool._max_workers)
             self._pools.append(self._pool)
             future = self._pool.submit(*args)
-        future.add_done_callback(functools.partial(self._on_task_done, launch, self._pool))
+        future.add_done_callback(
+            functools.partial(self._on_task_done, launch, launch_key, self._pool)
+        )
 
     def reply(self, trial_id: int, decision: Decision) -> None:
         """Answer the trial; if its worker has just died, the next poll reports it lost."""
-        with self._lock:
-            connection = self._by_trial.get(trial_id)
-        if connection is None:
-            return
-        with contextlib.suppress(OSError):
-            connection.send(decision)
+        self._lines.reply(trial_id, decision)
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
-        with self._lock:
-            connections = list(self._connections)
-        ready = wait([self._wake_read, *connections], timeout)
-        events: list[WorkerEvent] = []
-        for source in ready:
-            if source == self._wake_read:
-                with contextlib.suppress(BlockingIOError):
-                    os.read(self._wake_read, 4096)
-            else:
-                events.extend(self._receive(source))
+        events = self._lines.poll(timeout)
         events.extend(self._collect_deaths())
         return events
 
     def kill(self, trial_id: int) -> None:
         """Kill the trial's worker process (at once, or as soon as it has one)."""
-        pid = self._pids.get(trial_id)
+        pid = self._lines.pid_of(trial_id)
         if pid is None:
             self._kill_on_hello.add(trial_id)
             return
+        self._kill_on_hello.discard(trial_id)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
     def wakeup(self) -> None:
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_write, b"!")
+        lines = self._lines
+        if lines is not None:
+            lines.wakeup()
 
     def abandon(self) -> None:
         pools, self._pools = self._pools, []
@@ -246,70 +192,12 @@ class LokyExecutor(Executor):
             pool.shutdown(wait=False, kill_workers=True)
 
     def close(self) -> None:
-        if self._closing:
+        if self._lines is None:
             return
-        self._closing = True
-        with contextlib.suppress(OSError, EOFError):
-            Client(self._address, family="AF_UNIX", authkey=self._authkey).close()
-        with self._lock:
-            connections = list(self._connections)
-            self._connections, self._by_trial = {}, {}
-        for connection in connections:
-            connection.close()
+        self._lines.close()
+        self._lines = None
         for pool in self._pools:
             _release_pool(pool)
-
-    def _receive(self, connection: Connection) -> list[WorkerEvent]:
-        """One message from a worker; its connection serves one trial after another."""
-        trial_id = self._connections[connection]
-        try:
-            message = connection.recv()
-        except (EOFError, OSError):
-            self._forget(connection)
-            if trial_id is None or trial_id not in self._live:
-                return []
-            pid = self._pids.get(trial_id)
-            with self._lock:
-                bystander = pid in self._spared
-                self._spared.discard(pid)
-            self._ended(trial_id)
-            if bystander:
-                return [WorkerLost(trial_id, "another trial's worker died", bystander=True)]
-            return [WorkerLost(trial_id, "its worker process died")]
-        if message[0] == "hello":
-            self._hello(connection, *message[1:])
-            return []
-        if message[0] not in ONGOING:
-            self._ended(trial_id)
-            self._assign(connection, None)
-        return [event_from_message(trial_id, message)]
-
-    def _hello(self, connection: Connection, trial_id: int, pid: int) -> None:
-        self._assign(connection, trial_id)
-        self._pids[trial_id] = pid
-        if trial_id in self._kill_on_hello:
-            self._kill_on_hello.discard(trial_id)
-            self.kill(trial_id)
-
-    def _assign(self, connection: Connection, trial_id: int | None) -> None:
-        with self._lock:
-            self._by_trial.pop(self._connections[connection], None)
-            self._connections[connection] = trial_id
-            if trial_id is not None:
-                self._by_trial[trial_id] = connection
-
-    def _ended(self, trial_id: int) -> None:
-        self._live.discard(trial_id)
-        self._launches.pop(trial_id, None)
-        self._resubmits.pop(trial_id, None)
-        self._pids.pop(trial_id, None)
-        self._kill_on_hello.discard(trial_id)
-
-    def _forget(self, connection: Connection) -> None:
-        with self._lock:
-            trial_id = self._connections.pop(connection, None)
-            self._by_trial.pop(trial_id, None)
-        connection.close()
 
     def _collect_deaths(self) -> list[WorkerEvent]:
         """Trials whose task failed before they connected (a connected one sees EOF instead).
@@ -317,25 +205,22 @@ class LokyExecutor(Executor):
         A trial submitted just as the pool broke (another worker was killed) never ran: it is
         submitted again, to a fresh pool, a few times before it counts as lost.
         """
-        with self._lock:
-            connected = set(self._by_trial)
         events = []
         while self._deaths:
-            launch, error = self._deaths.popleft()
-            trial_id = launch.trial_id
-            if self._launches.get(trial_id) is not launch:
+            launch, launch_key, error = self._deaths.popleft()
+            if not self._lines.withdraw(launch_key):
                 continue
-            if trial_id not in self._live or trial_id in connected:
+            if isinstance(error, _POOL_ERRORS) and self._resubmits[launch_key] < _MAX_RESUBMITS:
+                self._resubmits[launch_key] += 1
+                self._lines.expect(launch_key, launch.trial_id)
+                self._submit(launch, launch_key)
                 continue
-            if isinstance(error, _POOL_ERRORS) and self._resubmits[trial_id] < _MAX_RESUBMITS:
-                self._resubmits[trial_id] += 1
-                self._submit(launch)
-                continue
-            self._ended(trial_id)
-            events.append(WorkerLost(trial_id, f"its worker failed: {error!r}"))
+            events.append(WorkerLost(launch.trial_id, f"its worker failed: {error!r}"))
         return events
 
-    def _on_task_done(self, launch: TrialLaunch, pool: ProcessPoolExecutor, future: Future) -> None:
+    def _on_task_done(
+        self, launch: TrialLaunch, launch_key: int, pool: ProcessPoolExecutor, future: Future
+    ) -> None:
         """Runs on loky's thread. When the pool breaks, that is before it kills the surviving
         workers: note which are still alive (their trials are bystanders)."""
         error = future.exception()
@@ -343,24 +228,18 @@ class LokyExecutor(Executor):
             return
         if isinstance(error, _POOL_ERRORS):
             processes = list(pool._processes.items())
-            with self._lock:
+            with self._spared_lock:
                 self._spared.update(pid for pid, process in processes if process.exitcode is None)
-        self._deaths.append((launch, error))
+        self._deaths.append((launch, launch_key, error))
         self.wakeup()
 
-    def _accept_connections(self) -> None:
-        listener = self._listener
-        with listener:
-            while True:
-                try:
-                    connection = listener.accept()
-                except (OSError, AuthenticationError):
-                    if self._closing:
-                        return
-                    continue
-                if self._closing:
-                    connection.close()
-                    return
-                with self._lock:
-                    self._connections[connection] = None
-                self.wakeup()
+    def _was_spared(self, pid: int) -> bool:
+        """Whether the worker `pid` was alive when its pool broke (consumed once)."""
+        with self._spared_lock:
+            spared = pid in self._spared
+            self._spared.discard(pid)
+        return spared
+
+    def _greeted(self, trial_id: int) -> None:
+        if trial_id in self._kill_on_hello:
+            self.kill(trial_id)

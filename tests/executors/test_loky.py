@@ -79,7 +79,7 @@ def test_the_channel_rejects_a_client_without_the_key(loky_driver):
 
     driver = loky_driver(trainables.count_up)
     with pytest.raises(AuthenticationError):
-        Client(driver.executor._listener.address, family="AF_UNIX", authkey=b"wrong key")
+        Client(driver.executor._lines.address, family="AF_UNIX", authkey=b"wrong key")
     driver.launch(0, {"steps": 2})
     driver.run_until_ended([0])
     assert len(driver.results(0)) == 2

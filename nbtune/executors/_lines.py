@@ -1,0 +1,255 @@
+"""Lines between the runner and its worker processes: one authenticated connection per worker.
+
+    worker (any process)                         runner thread
+    --------------------                         -------------
+    connect(address, authkey) -- once, kept ---> accept thread files the connection
+    send(("hello", launch key, pid)) ----------> poll(): is this launch still wanted?
+    recv() <------------------------------------ True (run it) or False (a stale copy: skip)
+    run_trial(..., connection) <---------------> poll() / reply(): results and decisions
+
+A connection carries the trials of its worker one after another. The handshake names the
+launch, not just the trial, so that a copy of a launch that a back end runs again (a task
+resubmitted after its worker died) is recognised and refused: a trial never runs twice at
+once and nothing is reported twice. The process executors (loky, Dask) share this module;
+they differ in how tasks reach workers and in the address family (AF_UNIX, or TCP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client, Connection, Listener, wait
+from typing import Any
+
+import cloudpickle
+
+from nbtune.executors._base import ONGOING, WorkerEvent, WorkerLost, event_from_message
+
+Translate = Callable[[int, tuple], tuple]
+"""Turns a worker's message into the one the runner sees (the Dask executor stores shipped
+checkpoints with it); called on the runner thread, while the trial still owns its line."""
+
+
+@functools.lru_cache(maxsize=4)
+def load_trainable(payload: bytes) -> Callable | type:
+    """The trainable from its pickle, unpickled once per worker process and run."""
+    return cloudpickle.loads(payload)
+
+
+# ----- the worker's side -------------------------------------------------------------------------
+
+_worker_lines = threading.local()
+
+
+def connect(address: Any, authkey: bytes) -> Connection:
+    """The worker thread's line to the runner at `address`, kept open from one trial to the next.
+
+    Per thread, so that a worker process that runs several tasks at once (Dask) gives each its
+    own line.
+    """
+    known = getattr(_worker_lines, "line", None)
+    if known is not None:
+        known_address, connection = known
+        if known_address == address:
+            return connection
+        connection.close()
+    connection = Client(address, authkey=authkey)
+    _no_delay(connection)
+    _worker_lines.line = address, connection
+    return connection
+
+
+def hang_up() -> None:
+    """Drop this thread's line after it broke; the next trial connects again."""
+    known = getattr(_worker_lines, "line", None)
+    _worker_lines.line = None
+    if known is not None:
+        known[1].close()
+
+
+def greet(connection: Connection, launch_key: int) -> bool:
+    """Name the launch this task runs (and the process); whether the runner still wants it."""
+    connection.send(("hello", launch_key, os.getpid()))
+    return bool(connection.recv())
+
+
+def _no_delay(connection: Connection) -> None:
+    """Send small TCP messages at once: a report waits for its reply, so Nagle costs 40 ms."""
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(connection.fileno())) as sock:
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+# ----- the runner's side -------------------------------------------------------------------------
+
+
+class TrialLines:
+    """The runner's end of every worker's line, listening at `address` (AF_UNIX by default).
+
+    `expect(key, trial_id)` before a launch is submitted; `poll()` returns what the workers
+    said, a line that broke while it served a trial as `WorkerLost`; `reply()` answers a trial.
+    Thread-safe where `Executor` needs it to be: `wakeup()`, and the bookkeeping that the
+    accept thread shares.
+
+    `bystander(pid)` says whether a worker whose line broke was lost only because another one
+    died (its trial then comes back as a bystander); `greeted(trial_id)` hears of each trial
+    that connected, once its process id is known (`pid_of`).
+    """
+
+    def __init__(
+        self,
+        family: str = "AF_UNIX",
+        address: Any = None,
+        translate: Translate | None = None,
+        bystander: Callable[[int], bool] | None = None,
+        greeted: Callable[[int], None] | None = None,
+    ) -> None:
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)
+        self.authkey = secrets.token_bytes(32)
+        self._listener = Listener(address, family=family, authkey=self.authkey)
+        self.address = self._listener.address
+        self._translate = translate
+        self._bystander = bystander
+        self._on_greeted = greeted
+        self._pids: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._connections: dict[Connection, int | None] = {}
+        self._by_trial: dict[int, Connection] = {}
+        self._expected: dict[int, int] = {}
+        self._closing = False
+        threading.Thread(target=self._accept, name="nbtune-accept", daemon=True).start()
+
+    def expect(self, launch_key: int, trial_id: int) -> None:
+        """A task that runs trial `trial_id` under `launch_key` is on its way."""
+        with self._lock:
+            self._expected[launch_key] = trial_id
+
+    def withdraw(self, launch_key: int) -> bool:
+        """Stop waiting for `launch_key`; whether it was still awaited (it never connected)."""
+        with self._lock:
+            return self._expected.pop(launch_key, None) is not None
+
+    def pid_of(self, trial_id: int) -> int | None:
+        """The process id of the worker running `trial_id`, once it has connected."""
+        return self._pids.get(trial_id)
+
+    def serves(self, trial_id: int) -> bool:
+        """Whether a worker is connected and running `trial_id`."""
+        with self._lock:
+            return trial_id in self._by_trial
+
+    def reply(self, trial_id: int, message: Any) -> None:
+        """Send `message` to the trial; a line that just broke shows up in the next poll."""
+        with self._lock:
+            connection = self._by_trial.get(trial_id)
+        if connection is None:
+            return
+        with contextlib.suppress(OSError):
+            connection.send(message)
+
+    def poll(self, timeout: float | None) -> list[WorkerEvent]:
+        """Wait up to `timeout` s for messages (or `wakeup()`); return them as events."""
+        with self._lock:
+            connections = list(self._connections)
+        events: list[WorkerEvent] = []
+        for source in wait([self._wake_read, *connections], timeout):
+            if source == self._wake_read:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_read, 4096)
+            else:
+                events.extend(self._receive(source))
+        return events
+
+    def wakeup(self) -> None:
+        """Make a `poll` blocked in another thread return now."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_write, b"!")
+
+    def close(self) -> None:
+        """Hang up on every worker (their trials end) and stop listening."""
+        if self._closing:
+            return
+        self._closing = True
+        with contextlib.suppress(OSError, EOFError):
+            Client(self.address, authkey=self.authkey).close()
+        with self._lock:
+            connections = list(self._connections)
+            self._connections, self._by_trial, self._expected = {}, {}, {}
+        for connection in connections:
+            connection.close()
+
+    def __del__(self) -> None:
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+    def _receive(self, connection: Connection) -> list[WorkerEvent]:
+        trial_id = self._connections[connection]
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            self._forget(connection)
+            return [] if trial_id is None else [self._lost(trial_id)]
+        if message[0] == "hello":
+            self._greeted(connection, *message[1:])
+            return []
+        if self._translate is not None:
+            message = self._translate(trial_id, message)
+        if message[0] not in ONGOING:
+            self._assign(connection, None)
+            self._pids.pop(trial_id, None)
+        return [event_from_message(trial_id, message)]
+
+    def _lost(self, trial_id: int) -> WorkerLost:
+        pid = self._pids.pop(trial_id, None)
+        if pid is not None and self._bystander is not None and self._bystander(pid):
+            return WorkerLost(trial_id, "another trial's worker died", bystander=True)
+        return WorkerLost(trial_id, "its worker process died")
+
+    def _greeted(self, connection: Connection, launch_key: int, pid: int) -> None:
+        with self._lock:
+            trial_id = self._expected.pop(launch_key, None)
+        if trial_id is not None:
+            self._assign(connection, trial_id)
+            self._pids[trial_id] = pid
+        with contextlib.suppress(OSError):
+            connection.send(trial_id is not None)
+        if trial_id is not None and self._on_greeted is not None:
+            self._on_greeted(trial_id)
+
+    def _assign(self, connection: Connection, trial_id: int | None) -> None:
+        with self._lock:
+            self._by_trial.pop(self._connections[connection], None)
+            self._connections[connection] = trial_id
+            if trial_id is not None:
+                self._by_trial[trial_id] = connection
+
+    def _forget(self, connection: Connection) -> None:
+        with self._lock:
+            trial_id = self._connections.pop(connection, None)
+            self._by_trial.pop(trial_id, None)
+        connection.close()
+
+    def _accept(self) -> None:
+        listener = self._listener
+        with listener:
+            while True:
+                try:
+                    connection = listener.accept()
+                except (OSError, AuthenticationError):
+                    if self._closing:
+                        return
+                    continue
+                if self._closing:
+                    connection.close()
+                    return
+                _no_delay(connection)
+                with self._lock:
+                    self._connections[connection] = None
+                self.wakeup()
