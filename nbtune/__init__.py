@@ -17,7 +17,7 @@ from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundEr
 from nbtune.events import EventBus
 from nbtune.executors import Executor, LokyExecutor, ThreadExecutor
 from nbtune.schedulers import Decision, FIFOScheduler, Scheduler
-from nbtune.search import RandomSearch, Searcher
+from nbtune.search import ConcurrencyLimiter, OptunaSearch, RandomSearch, Searcher
 from nbtune.session import get_checkpoint, get_trial_id, report
 from nbtune.space import choice, grid, loguniform, randint, sample_from, uniform
 from nbtune.trainable import Trainable
@@ -51,6 +51,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "ConcurrencyLimiter",
     "Decision",
     "EventBus",
     "Executor",
@@ -58,6 +59,7 @@ __all__ = [
     "FIFOScheduler",
     "IllegalTransitionError",
     "LokyExecutor",
+    "OptunaSearch",
     "RandomSearch",
     "RunEndedError",
     "Scheduler",
