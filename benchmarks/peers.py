@@ -117,7 +117,8 @@ def digits() -> list[np.ndarray]:
         from sklearn.model_selection import train_test_split
 
         data = load_digits()
-        _DIGITS.extend(train_test_split(data.data / 16.0, data.target, random_state=0))
+        # One assignment, so that two Optuna threads loading at once leave one split.
+        _DIGITS[:] = train_test_split(data.data / 16.0, data.target, random_state=0)
     return _DIGITS
 
 
