@@ -25,7 +25,7 @@ from nbtune.schedulers import (
     MedianStopping,
     Scheduler,
 )
-from nbtune.search import RandomSearch, Searcher
+from nbtune.search import ConcurrencyLimiter, OptunaSearch, RandomSearch, Searcher
 from nbtune.session import get_checkpoint, get_trial_id, report
 from nbtune.space import choice, grid, loguniform, randint, sample_from, uniform
 from nbtune.trainable import Trainable
@@ -66,6 +66,7 @@ def __getattr__(name: str):
 __all__ = [
     "ASHA",
     "PBT",
+    "ConcurrencyLimiter",
     "Decision",
     "EventBus",
     "Executor",
@@ -75,6 +76,7 @@ __all__ = [
     "IllegalTransitionError",
     "LokyExecutor",
     "MedianStopping",
+    "OptunaSearch",
     "RandomSearch",
     "RunEndedError",
     "Scheduler",

@@ -36,6 +36,7 @@ TABLE: dict[str, dict[str, Entry]] = {
     },
     "searcher": {
         "random": Entry("nbtune.search.random:RandomSearch", "random and grid search"),
+        "optuna": Entry("nbtune.search.optuna:OptunaSearch", "Optuna's TPE sampler (model-based)"),
     },
     "executor": {
         "loky": Entry("nbtune.executors.loky:LokyExecutor", "worker processes"),

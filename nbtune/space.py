@@ -267,12 +267,28 @@ class SearchSpace:
         rng = np.random.default_rng([seed, index])
         values = self._grid_point(index)
         for name, leaf in self._leaves.items():
-            if isinstance(leaf, Grid | SampleFrom):
-                continue
-            value = leaf.sample(rng) if isinstance(leaf, Domain) else leaf
-            values[name] = copy.deepcopy(value)
-        self._resolve_sample_from(values)
-        return _nest(self._space, values, prefix="")
+            if isinstance(leaf, Domain) and not isinstance(leaf, Grid | SampleFrom):
+                values[name] = leaf.sample(rng)
+        return self.complete(values)
+
+    def complete(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The nested configuration made from values of its domains, by "/"-joined name.
+
+        Constants are added and `sample_from` values computed, as `config` does, so a searcher
+        that samples the domains itself (a model-based one) gets the same configurations.
+        Values are deep copies, so a trial that mutates its config cannot change another's.
+
+        Raises:
+            ValueError: If a `sample_from` function raises.
+        """
+        flat: dict[str, Any] = {}
+        for name, leaf in self._leaves.items():
+            if name in values:
+                flat[name] = copy.deepcopy(values[name])
+            elif not isinstance(leaf, Domain):
+                flat[name] = copy.deepcopy(leaf)
+        self._resolve_sample_from(flat)
+        return _nest(self._space, flat, prefix="")
 
     def check_config(self, config: Mapping[str, Any]) -> None:
         """Check that a hand-picked config sets exactly this space's parameters.
@@ -313,7 +329,7 @@ class SearchSpace:
         rest = index % self.grid_size
         for name, domain in reversed(self._grids):
             rest, position = divmod(rest, len(domain.values))
-            point[name] = copy.deepcopy(domain.values[position])
+            point[name] = domain.values[position]
         return point
 
     def _resolve_sample_from(self, values: dict[str, Any]) -> None:

@@ -1,16 +1,36 @@
 import subprocess
 import sys
 
+import pytest
 
-def test_importing_nbtune_leaves_the_ui_libraries_alone():
-    code = (
-        "import sys, nbtune\n"
+
+def heavy_modules_after(code: str) -> str:
+    """Run `code` in a fresh interpreter; the heavy libraries it imported, comma-separated."""
+    code += (
+        "\nimport sys\n"
         "heavy = [m for m in ('ipywidgets', 'plotly', 'IPython', 'optuna', 'distributed') "
         "if m in sys.modules]\n"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import nbtune",
+        "import nbtune.registry, nbtune.search.optuna; nbtune.registry.names('searcher')",
+    ],
+    ids=["nbtune", "optuna-search-module"],
+)
+def test_importing_nbtune_leaves_the_ui_libraries_and_optuna_alone(code):
+    assert heavy_modules_after(code) == ""
+
+
+def test_optuna_loads_when_an_optuna_search_is_made():
+    pytest.importorskip("optuna")
+    assert heavy_modules_after("import nbtune; nbtune.OptunaSearch()") == "optuna"
 
 
 def test_dask_executor_loads_on_first_use_and_says_how_to_install_it():

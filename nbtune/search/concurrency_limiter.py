@@ -1,0 +1,69 @@
+"""A cap on how many of a searcher's suggestions may be unfinished at once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nbtune.search._base import Searcher
+from nbtune.space import SearchSpace
+from nbtune.trial import Trial
+
+
+class ConcurrencyLimiter(Searcher):
+    """Lets `searcher` suggest only while fewer than `max_concurrent` of its trials are unfinished.
+
+    A model-based searcher learns from finished trials: the fewer run at once, the more each
+    suggestion knows, at the cost of idle workers. While the cap is reached, `suggest` returns
+    None ("nothing right now") and the runner waits for a trial to end. Paused trials count as
+    unfinished.
+
+    Args:
+        searcher: the searcher to limit.
+        max_concurrent: how many of its suggested trials may be unfinished at once (>= 1).
+    """
+
+    def __init__(self, searcher: Searcher, max_concurrent: int) -> None:
+        if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int):
+            raise TypeError(f"max_concurrent={max_concurrent!r}: expects an int >= 1")
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent={max_concurrent}: must be >= 1")
+        self.searcher = searcher
+        self.max_concurrent = max_concurrent
+        self._unfinished: set[int] = set()
+
+    def setup(
+        self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
+    ) -> None:
+        super().setup(space, metric, mode, num_samples, seed)
+        self.searcher.setup(space, metric, mode, num_samples, seed)
+
+    def suggest(self, trial_id: int) -> dict[str, Any] | None:
+        if len(self._unfinished) >= self.max_concurrent:
+            return None
+        config = self.searcher.suggest(trial_id)
+        if config is not None:
+            self._unfinished.add(trial_id)
+        return config
+
+    @property
+    def is_finished(self) -> bool:
+        return self.searcher.is_finished
+
+    def extend(self, num_samples: int) -> None:
+        self.searcher.extend(num_samples)
+
+    def restore(self, trials: Sequence[Trial]) -> None:
+        self.searcher.restore(trials)
+        self._unfinished = {
+            trial.trial_id
+            for trial in trials
+            if trial.origin == "searcher" and not trial.status.is_finished
+        }
+
+    def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
+        self.searcher.on_result(trial_id, result)
+
+    def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
+        self._unfinished.discard(trial_id)
+        self.searcher.on_complete(trial_id, result, error)

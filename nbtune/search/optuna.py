@@ -1,0 +1,220 @@
+"""Model-based search with Optuna's samplers (TPE by default), through its ask-and-tell API.
+
+    suggest  -> study.ask(distributions) -> params -> SearchSpace.complete -> config
+    on_result  -> optuna_trial.report(metric, training_iteration)
+    on_complete -> study.tell(optuna_trial, last metric)   (FAIL if errored or not finite)
+
+Our domains become Optuna distributions; `sample_from` values are computed from the sampled
+ones, as `SearchSpace.config` does. Optuna is an optional extra, imported only when an
+`OptunaSearch` is made, so `import nbtune` never pays for it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from nbtune.search._base import Searcher
+from nbtune.space import Choice, Domain, Grid, LogUniform, RandInt, SampleFrom, SearchSpace, Uniform
+from nbtune.trial import Trial, TrialStatus
+
+if TYPE_CHECKING:
+    import optuna
+
+_TRIAL_ID = "nbtune_trial_id"
+"""The user attribute of each Optuna trial that holds the nbtune trial id it belongs to."""
+
+
+class OptunaSearch(Searcher):
+    """Suggests configurations with an Optuna sampler, learning from every finished trial.
+
+    Each trial's value is the metric of its last result, as Ray Tune's OptunaSearch tells
+    it: what the configuration reached where it ended. For a trial stopped early by a
+    scheduler that is the honest figure; its best value along the way would flatter noisy
+    curves. Intermediate results are reported to Optuna by `training_iteration`. A trial that
+    errors, reports nothing, or ends on a NaN or infinite value is told as failed, so the
+    sampler learns nothing from it.
+
+    Grids are refused (a sampler cannot promise to visit every value; use `choice`), and
+    `choice` categories are given to Optuna as their indices, so any values work (tuples,
+    None, objects).
+
+    Args:
+        sampler: an Optuna sampler (`CmaEsSampler()`, `GPSampler()`, `QMCSampler()`, ...);
+            by default `TPESampler(seed=...)` seeded with the Tuner's seed.
+
+    Raises:
+        ImportError: If Optuna is not installed, with the command that installs it.
+    """
+
+    def __init__(self, sampler: optuna.samplers.BaseSampler | None = None) -> None:
+        _import_optuna()
+        self.sampler = sampler
+        self._study: optuna.Study | None = None
+        self._distributions: dict[str, optuna.distributions.BaseDistribution] = {}
+        self._running: dict[int, optuna.Trial] = {}
+        self._suggested = 0
+        self._total = 0
+
+    def setup(
+        self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
+    ) -> None:
+        if metric is None:
+            raise ValueError("OptunaSearch models a metric; pass metric=... to the Tuner")
+        super().setup(space, metric, mode, num_samples, seed)
+        optuna = _import_optuna()
+        self._distributions = distributions(space)
+        sampler = self.sampler or optuna.samplers.TPESampler(seed=seed)
+        direction = "minimize" if mode == "min" else "maximize"
+        self._study = optuna.create_study(sampler=sampler, direction=direction)
+        self._total = num_samples
+
+    @property
+    def study(self) -> optuna.Study:
+        """The Optuna study, for Optuna's own analysis and plots (`optuna.visualization`)."""
+        if self._study is None:
+            raise RuntimeError("OptunaSearch has no study before the Tuner starts")
+        return self._study
+
+    def suggest(self, trial_id: int) -> dict[str, Any] | None:
+        if self.is_finished:
+            return None
+        trial = self.study.ask(self._distributions)
+        trial.set_user_attr(_TRIAL_ID, trial_id)
+        self._running[trial_id] = trial
+        self._suggested += 1
+        return self.space.complete(self._values(trial.params))
+
+    @property
+    def is_finished(self) -> bool:
+        return self._suggested >= self._total
+
+    def extend(self, num_samples: int) -> None:
+        self._total += num_samples
+
+    def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
+        trial = self._running.get(trial_id)
+        value = _finite(result.get(self.metric))
+        if trial is not None and value is not None:
+            trial.report(value, result["training_iteration"])
+
+    def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
+        trial = self._running.pop(trial_id, None)
+        if trial is None:
+            return
+        value = None if error or result is None else _finite(result.get(self.metric))
+        if value is None:
+            from optuna.trial import TrialState
+
+            self.study.tell(trial, state=TrialState.FAIL)
+            return
+        self.study.tell(trial, value)
+
+    def restore(self, trials: Sequence[Trial]) -> None:
+        """Catch up with the journal, which may be up to a second newer than this state.
+
+        Trials suggested after the state was saved are given back to Optuna with their
+        configuration; every trial that has ended since is told. Trials still unfinished stay
+        open in the study, to be told when the resumed run ends them.
+        """
+        ours = [trial for trial in trials if trial.origin == "searcher"]
+        self._suggested = max(self._suggested, len(ours))
+        told = {
+            frozen.user_attrs.get(_TRIAL_ID)
+            for frozen in self.study.get_trials(deepcopy=False)
+            if frozen.state.is_finished()
+        }
+        for trial in ours:
+            if trial.trial_id in told:
+                continue
+            if trial.trial_id not in self._running:
+                self._readmit(trial)
+            if trial.status.is_finished:
+                error = trial.status is TrialStatus.ERROR
+                self.on_complete(trial.trial_id, trial.last_result or None, error)
+
+    def _readmit(self, trial: Trial) -> None:
+        """Open an Optuna trial with the parameters of a trial the saved state did not know.
+
+        A configuration that cannot be mapped back (a category changed by its trip through the
+        JSON journal, a tuple become a list) is left out: the trial runs, unmodelled.
+        """
+        params = self._params(trial.config)
+        if params is None:
+            return
+        self.study.enqueue_trial(params, user_attrs={_TRIAL_ID: trial.trial_id})
+        self._running[trial.trial_id] = self.study.ask(self._distributions)
+
+    def _values(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Optuna's parameters as values of our domains: category indices become categories."""
+        values = dict(params)
+        for name, domain in self.space.domains().items():
+            if isinstance(domain, Choice):
+                values[name] = domain.categories[params[name]]
+        return values
+
+    def _params(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The Optuna parameters that make `config`, or None if one value has none."""
+        flat = SearchSpace.flatten(config)
+        domains = self.space.domains()
+        params = {}
+        for name in self._distributions:
+            domain, value = domains[name], flat.get(name)
+            if isinstance(domain, Choice):
+                if value not in domain.categories:
+                    return None
+                value = domain.categories.index(value)
+            params[name] = value
+        return params
+
+
+def distributions(space: SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
+    """The Optuna distribution of each sampled parameter, by "/"-joined name.
+
+    `sample_from` parameters have none: they are computed from the others.
+
+    Raises:
+        ValueError: For a `grid` parameter, saying to use `choice`.
+    """
+    return {
+        name: _distribution(name, domain)
+        for name, domain in space.domains().items()
+        if not isinstance(domain, SampleFrom)
+    }
+
+
+def _distribution(name: str, domain: Domain) -> optuna.distributions.BaseDistribution:
+    """The Optuna distribution of one domain; ours exclude `high`, Optuna's include it."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if isinstance(domain, Uniform | LogUniform):
+        high = math.nextafter(domain.high, domain.low)
+        return FloatDistribution(domain.low, high, log=isinstance(domain, LogUniform))
+    if isinstance(domain, RandInt):
+        return IntDistribution(domain.low, domain.high - 1)
+    if isinstance(domain, Choice):
+        return CategoricalDistribution(list(range(len(domain.categories))))
+    if isinstance(domain, Grid):
+        raise ValueError(
+            f"OptunaSearch samples, it cannot walk every value of {name!r}: {domain!r}; "
+            "use choice(...) instead, or RandomSearch for a grid"
+        )
+    raise TypeError(f"OptunaSearch does not know the domain {domain!r} of {name!r}")
+
+
+def _finite(value: Any) -> float | None:
+    """`value` as a float if it is a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _import_optuna():
+    """The optuna module, or an ImportError that says how to install it."""
+    try:
+        import optuna
+    except ImportError:
+        raise ImportError("OptunaSearch needs Optuna: pip install 'nbtune[optuna]'") from None
+    return optuna
