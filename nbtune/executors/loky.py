@@ -1,4 +1,4 @@
-"""Trials in worker processes of a private loky pool (joblib's process executor).
+"""Trials in worker processes of a private loky pool (joblib's process executor, packaged alone).
 
     runner thread                               loky worker process
     -------------                               -------------------
@@ -36,8 +36,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 import cloudpickle
-from joblib.externals.loky import ProcessPoolExecutor
-from joblib.externals.loky.process_executor import BrokenProcessPool, ShutdownExecutorError
+from loky import ProcessPoolExecutor
+from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from nbtune.executors._base import Executor, WorkerEvent, WorkerLost
 from nbtune.executors._lines import TrialLines, connect, greet, hang_up, load_trainable

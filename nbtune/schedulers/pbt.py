@@ -12,13 +12,14 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from nbtune.schedulers._base import Decision, Exploit, Scheduler, check_positive
 from nbtune.space import Choice, Domain, LogUniform, RandInt, Uniform
 from nbtune.trial import Trial
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Mutation = Domain | Sequence[Any] | Callable[[], Any] | Mapping[str, Any]
 
@@ -74,13 +75,13 @@ class PBT(Scheduler):
         self.perturbation_factors = tuple(perturbation_factors)
         self.time_attr = time_attr
         self.seed = seed
-        self._rng = np.random.default_rng(seed)
+        self._rng = _generator(seed)
         self._members: dict[int, _Member] = {}
 
     def setup(self, metric: str | None, mode: str, seed: int = 0) -> None:
         super().setup(metric, mode, seed)
         if self.seed is None:
-            self._rng = np.random.default_rng(seed)
+            self._rng = _generator(seed)
 
     def on_trial_add(self, trial: Trial) -> None:
         self._members[trial.trial_id] = _Member(trial.config, last_perturbed=trial.iteration)
@@ -177,3 +178,11 @@ def _within(mutation: Mutation, value: float, *, integer: bool) -> float | int:
         upper = mutation.high - 1 if isinstance(mutation, RandInt) else mutation.high
         value = min(max(value, mutation.low), upper)
     return round(value) if integer else value
+
+
+def _generator(seed: int | None) -> np.random.Generator:
+    """NumPy's generator, imported here so that worker processes, which import this module
+    with the rest of nbtune, never load NumPy for it."""
+    import numpy as np
+
+    return np.random.default_rng(seed)

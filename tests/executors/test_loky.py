@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from multiprocessing.connection import Client
 
 import pytest
@@ -83,3 +85,40 @@ def test_the_channel_rejects_a_client_without_the_key(loky_driver):
     driver.launch(0, {"steps": 2})
     driver.run_until_ended([0])
     assert len(driver.results(0)) == 2
+
+
+WORKER_IMPORTS = """
+import sys
+import nbtune as nt
+
+def train(config):
+    nt.report(loss=0.0, heavy=sum(name in sys.modules for name in ("numpy", "pandas", "joblib")))
+
+tuner = nt.Tuner(train, metric="loss", num_samples=1, storage_path=sys.argv[1], progress=False)
+tuner.run()
+print(int(tuner.history()["heavy"].iloc[0]))
+"""
+
+
+def test_a_new_worker_loads_neither_numpy_nor_pandas_nor_joblib(tmp_path):
+    """Every cold run waits for its workers to start, so they import only what trials need."""
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER_IMPORTS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert out.stdout.strip() == "0"
+
+
+def test_joblib_parallel_works_beside_a_run(loky_driver):
+    joblib = pytest.importorskip("joblib")
+    driver = loky_driver(trainables.count_up)
+    driver.launch(0, {"steps": 2})
+    driver.run_until_ended([0])
+    squares = joblib.Parallel(n_jobs=2)(joblib.delayed(pow)(i, 2) for i in range(4))
+    assert squares == [0, 1, 4, 9]
+    driver.launch(1, {"steps": 1})
+    driver.run_until_ended([1])
+    assert len(driver.results(1)) == 1
