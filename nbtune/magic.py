@@ -1,7 +1,8 @@
 """`%tune`: launch, steer and inspect nbtune runs from one line of a notebook.
 
     %load_ext nbtune
-    %tune train --space space --samples 20 --metric loss --concurrency 2 --name sweep --as t
+    %tune train --space space --samples 20 --metric loss --mode min --scheduler asha \
+        --concurrency 2 --name sweep --as t
     %tune pause 3
     %tune df
 

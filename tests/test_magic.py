@@ -104,6 +104,28 @@ def test_launch_starts_the_run_in_the_background_and_binds_the_tuner(kernel):
     ]
 
 
+def test_launch_with_asha_by_name_cuts_weak_trials_at_its_rungs(kernel):
+    cell = kernel.run(
+        "%tune train --space space --samples 20 --metric loss --mode min --scheduler asha "
+        "--concurrency 2 --name sweep --as t"
+    )
+    assert cell.ok, cell.stderr
+
+    made = kernel.check(
+        "print(type(t.scheduler).__name__, t.scheduler.max_t, t.scheduler.grace_period)"
+    )
+    assert made == "ASHA 100 1\n", "Ray Tune's ASHAScheduler default max_t"
+
+    assert kernel.check("""
+        def cut(trial):
+            # Ended before max_t: only ASHA ends a trial early here (no --stop, no user stop).
+            return trial.status.value == "TERMINATED" and trial.iteration < t.scheduler.max_t
+        wait_until(t, lambda: any(cut(trial) for trial in t.trials))
+        print(sorted({trial.config["lr"] for trial in t.trials if cut(trial)}))
+        print({trial.iteration for trial in t.trials if cut(trial)} <= {1, 3, 9, 27, 81})
+    """).splitlines() == ["[0.2]", "True"], "lr=0.2 does worse at every step: cut at a rung"
+
+
 def test_launch_binds_tuner_by_default_and_stop_ends_the_run(kernel):
     cell = kernel.run("%tune train --space space --name plain --no-display")
     assert cell.ok and cell.displays == [] and cell.result is None, cell
@@ -308,7 +330,7 @@ def test_help_and_docstring_show_the_usage(kernel):
     for line in (
         "  %tune pause [-h] [--run NAME] ID [ID ...]",
         "  %tune stop [-h] [--run NAME] [--force] [ID ...]",
-        "  --executor   thread  ThreadExecutor()  threads, for debugging",
+        *(f"  {row}" for row in registry.describe().splitlines()),
     ):
         assert line in shown.stdout.splitlines()
 
@@ -336,7 +358,9 @@ MISTAKES = {
         "%tune: trainable={'lr': grid([0.1, 0.2]), 'model': {'layers': choice([1, 2])}}: pass "
         "a function train(config) or a subclass of nbtune.Trainable"
     ],
-    "%tune train --scheduler asha": ["%tune: unknown scheduler 'asha'; use one of: fifo"],
+    "%tune train --scheduler lottery": [
+        "%tune: unknown scheduler 'lottery'; use one of: fifo, asha, hyperband, median, pbt"
+    ],
     "%tune train --executor ray": ["%tune: unknown executor 'ray'; use one of: loky, thread, dask"],
     "%tune train --executor dask": [
         "%tune: DaskExecutor needs a Dask cluster: pass DaskExecutor(client), or the "
