@@ -124,11 +124,63 @@ def _nested(assignments: Iterable[tuple[tuple[str, ...], Any]]) -> dict[str, Any
     return config
 
 
-def _options(family: str, args: argparse.Namespace) -> dict[str, Any]:
-    """What `%tune` passes to the constructor of the named executor (the Dask address)."""
+def _named(word: str) -> tuple[str, dict[str, Any]]:
+    """`asha` -> ("asha", {}); `asha(max_t=27, grace_period=2)` -> ("asha", {"max_t": 27, ...}).
+
+    Options are keyword arguments with literal values, as KEY=VALUE takes them: a launch line
+    names things and sets values, it runs no code.
+    """
+    try:
+        node = ast.parse(word, mode="eval").body
+    except (SyntaxError, ValueError):
+        node = None
+    if isinstance(node, ast.Name):
+        return node.id, {}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
+        options = _literal_keywords(node.keywords)
+        if options is not None:
+            return node.func.id, options
+    raise argparse.ArgumentTypeError(
+        f"{word!r} is not NAME or NAME(KEY=VALUE, ...) with literal values; quote it whole, "
+        "e.g. \"asha(max_t=27, time_attr='epoch')\""
+    )
+
+
+def _literal_keywords(keywords: list[ast.keyword]) -> dict[str, Any] | None:
+    """`max_t=27, grace_period=2` as a dict; None if one is no KEY=literal or a KEY repeats."""
+    keys = [item.arg for item in keywords]
+    if None in keys or len(set(keys)) < len(keys):
+        return None
+    try:
+        return {item.arg: ast.literal_eval(item.value) for item in keywords}
+    except (ValueError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _options(family: str, args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The name given for `family` and the options for its constructor: those of its call
+    form, plus what other launch options say (the Dask address, a scheduler's budget)."""
+    name, options = getattr(args, family)
     if family == "executor" and args.address is not None:
-        return {"address": args.address}
-    return {}
+        if "address" in options:
+            raise ValueError("the address is given twice: keep --address or dask(address=...)")
+        options = {**options, "address": args.address}
+    if family == "scheduler":
+        options = _budget(name, options, args)
+    return name, options
+
+
+def _budget(name: str, options: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """`--stop training_iteration=N` as the max_t of a scheduler that the table gives a default
+    one, unless max_t or time_attr is set: `--scheduler hyperband --stop training_iteration=9`
+    makes HyperBand(max_t=9), whose brackets fit the trials' length, not HyperBand(max_t=81)."""
+    entry = registry.TABLE["scheduler"].get(name)
+    stop = _nested(args.stop or [])
+    if entry is None or "max_t" not in entry.defaults or "training_iteration" not in stop:
+        return options
+    if {"max_t", "time_attr"} & options.keys():
+        return options
+    return {**options, "max_t": stop["training_iteration"]}
 
 
 def _identifier(word: str) -> str:
@@ -155,7 +207,12 @@ def _launch_parser() -> _Parser:
     add("--seed", type=int, metavar="N", help="makes the sampled configurations reproducible")
     for family in registry.TABLE:
         names = ", ".join(registry.names(family))
-        add(f"--{family}", metavar="NAME", help=f"one of: {names} (see below)")
+        add(
+            f"--{family}",
+            type=_named,
+            metavar="NAME",
+            help=f"one of: {names}; NAME(KEY=VALUE, ...) sets options (see below)",
+        )
     add("--address", metavar="URL", help="the Dask scheduler, with --executor dask")
     add(
         "--stop",
@@ -294,8 +351,13 @@ Launch, steer and inspect nbtune runs from one line: the same calls as the Tuner
 Commands act on the latest run launched with %tune, or on the one named by --run NAME:
 {commands}
 
-Names for --scheduler, --searcher and --executor:
+Names for --scheduler, --searcher and --executor, and what each makes:
   {names}
+
+NAME(KEY=VALUE, ...) passes options to what NAME makes, as literals (quote it whole):
+  --scheduler "asha(max_t=27, grace_period=2)"    --executor "loky(max_workers=4)"
+  --scheduler "pbt(perturbation_interval=4, hyperparam_mutations={{'lr': [0.001, 0.01, 0.1]}})"
+With --stop training_iteration=N, a scheduler with a default max_t (asha, hyperband) takes N.
 
 KEY=VALUE: the value is a Python literal (lr=0.02, sizes=[64,64], flag=True), anything else is
 a string (act=relu; write x='"1"' for the string "1"); "/" nests: model/layers=2 sets
@@ -345,11 +407,12 @@ class TuneMagics(Magics):
 
     def _launch(self, args: argparse.Namespace) -> None:
         options = {k: v for k, v in vars(args).items() if k in _TUNER_OPTIONS and v is not None}
-        if args.address is not None and options.get("executor") != "dask":
+        if args.address is not None and (args.executor or ("",))[0] != "dask":
             raise ValueError("--address goes with --executor dask")
         for family in registry.TABLE:
             if family in options:
-                options[family] = registry.create(family, options[family], **_options(family, args))
+                name, given = _options(family, args)
+                options[family] = registry.create(family, name, **given)
         if "stop" in options:
             options["stop"] = _nested(options["stop"])
         trainable = self._lookup(args.trainable)

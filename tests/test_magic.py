@@ -126,6 +126,27 @@ def test_launch_with_asha_by_name_cuts_weak_trials_at_its_rungs(kernel):
     """).splitlines() == ["[0.2]", "True"], "lr=0.2 does worse at every step: cut at a rung"
 
 
+def test_options_in_call_form_and_a_budget_from_stop(kernel):
+    cell = kernel.run(
+        '%tune train --space space --metric loss --scheduler "asha(max_t=27, grace_period=2)" '
+        "--executor thread() --name options --no-display --as t"
+    )
+    assert cell.ok, cell.stderr
+    kernel.check(
+        "%tune train --space space --metric loss --scheduler hyperband "
+        "--stop training_iteration=9 --executor thread --name budget --no-display --as b"
+    )
+    assert kernel.check("""
+        print(type(t.scheduler).__name__, t.scheduler.max_t, t.scheduler.grace_period)
+        print(type(t.executor).__name__)
+        print(type(b.scheduler).__name__, b.scheduler.max_t)
+    """).splitlines() == [
+        "ASHA 27 2",
+        "ThreadExecutor",
+        "HyperBand 9",
+    ], "the options as written; HyperBand's brackets fit the trials' 9 iterations, not 81"
+
+
 def test_launch_binds_tuner_by_default_and_stop_ends_the_run(kernel):
     cell = kernel.run("%tune train --space space --name plain --no-display")
     assert cell.ok and cell.displays == [] and cell.result is None, cell
@@ -331,6 +352,7 @@ def test_help_and_docstring_show_the_usage(kernel):
         "  %tune pause [-h] [--run NAME] ID [ID ...]",
         "  %tune stop [-h] [--run NAME] [--force] [ID ...]",
         *(f"  {row}" for row in registry.describe().splitlines()),
+        '  --scheduler "asha(max_t=27, grace_period=2)"    --executor "loky(max_workers=4)"',
     ):
         assert line in shown.stdout.splitlines()
 
@@ -361,12 +383,32 @@ MISTAKES = {
     "%tune train --scheduler lottery": [
         "%tune: unknown scheduler 'lottery'; use one of: fifo, asha, hyperband, median, pbt"
     ],
+    "%tune train --scheduler asha(max_t=27": [
+        "%tune: argument --scheduler: 'asha(max_t=27' is not NAME or NAME(KEY=VALUE, ...) with "
+        "literal values; quote it whole, e.g. \"asha(max_t=27, time_attr='epoch')\"",
+        USAGE,
+    ],
+    "%tune train --scheduler asha(27)": [
+        "%tune: argument --scheduler: 'asha(27)' is not NAME or NAME(KEY=VALUE, ...) with "
+        "literal values; quote it whole, e.g. \"asha(max_t=27, time_attr='epoch')\"",
+        USAGE,
+    ],
+    "%tune train --metric loss --scheduler asha(max_tt=27)": [
+        "%tune: ASHA: got an unexpected keyword argument 'max_tt'; it takes max_t, "
+        "grace_period, reduction_factor, brackets, time_attr"
+    ],
+    "%tune train --metric loss --scheduler asha(max_t=0)": [
+        "%tune: ASHA(max_t=0): pass a positive number"
+    ],
     "%tune train --executor ray": ["%tune: unknown executor 'ray'; use one of: loky, thread, dask"],
     "%tune train --executor dask": [
         "%tune: DaskExecutor needs a Dask cluster: pass DaskExecutor(client), or the "
         "scheduler's address: DaskExecutor(address='tcp://host:8786') (%tune: --address)"
     ],
     "%tune train --address tcp://127.0.0.1:1": ["%tune: --address goes with --executor dask"],
+    "%tune train --executor \"dask(address='tcp://127.0.0.1:1')\" --address tcp://127.0.0.1:2": [
+        "%tune: the address is given twice: keep --address or dask(address=...)"
+    ],
     "%tune train --mode best": [
         "%tune: argument --mode: invalid choice: 'best' (choose from 'min', 'max')",
         USAGE,
