@@ -20,6 +20,7 @@ class Cell:
     result: str | None = None
     """The text of the cell's value (`Out[n]`), if it has one."""
     displays: list[dict] = field(default_factory=list)
+    """The data of each display, as updated since through its display id (by any cell)."""
     error: str | None = None
     page: str = ""
     """What `?` sends to the pager."""
@@ -32,6 +33,8 @@ class Kernel:
         self.manager, self.client = start_new_kernel(kernel_name=kernel_name, cwd=str(cwd))
         self.subshells = kernel_name == "python3"
         """Whether the kernel serves widget clicks while a cell runs (ipykernel 7 subshells)."""
+        self._displayed: dict[str, list[tuple[Cell, int]]] = {}
+        """Where each display id was shown: the cell and the index in its `displays`."""
 
     def start(self, code: str) -> str:
         """Start executing `code` without waiting; return the request's id."""
@@ -53,7 +56,9 @@ class Kernel:
             elif kind == "execute_result":
                 cell.result = content["data"]["text/plain"]
             elif kind == "display_data":
-                cell.displays.append(content["data"])
+                self._display(cell, content)
+            elif kind == "update_display_data":
+                self._update_display(content)
             elif kind == "error":
                 cell.error = "\n".join(content["traceback"])
             elif kind == "status" and content["execution_state"] == "idle":
@@ -65,6 +70,17 @@ class Kernel:
         for payload in reply["content"].get("payload", []):
             cell.page += payload.get("data", {}).get("text/plain", "")
         return cell
+
+    def _display(self, cell: Cell, content: dict) -> None:
+        cell.displays.append(content["data"])
+        display_id = content.get("transient", {}).get("display_id")
+        if display_id:
+            self._displayed.setdefault(display_id, []).append((cell, len(cell.displays) - 1))
+
+    def _update_display(self, content: dict) -> None:
+        """Replace every output of the display id, in whichever cell, as front ends do."""
+        for cell, index in self._displayed.get(content["transient"]["display_id"], []):
+            cell.displays[index] = content["data"]
 
     def run(self, code: str, timeout: float = 60) -> Cell:
         """Execute `code` and wait for it."""

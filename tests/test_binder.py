@@ -1,4 +1,5 @@
-"""binder/ installs what the package and the example notebooks need, and nothing is missing."""
+"""binder/ installs what the package and the example notebooks need, and nothing is missing;
+the README's Binder badge opens this repository's notebooks."""
 
 from __future__ import annotations
 
@@ -58,3 +59,18 @@ def test_notebooks_import_only_what_binder_installs(notebook):
     third_party = imported_modules(notebook) - set(sys.stdlib_module_names)
     needed = {MODULE_TO_DISTRIBUTION.get(module, module) for module in third_party}
     assert needed <= installed, f"{notebook.name} imports {sorted(needed - installed)}"
+
+
+BADGE = re.compile(
+    r"\[!\[Binder\]\(https://mybinder\.org/badge_logo\.svg\)\]"
+    r"\(https://mybinder\.org/v2/gh/(?P<repository>[^/]+/[^/]+)/[^?]+"
+    r"\?urlpath=lab/tree/(?P<path>[^)]+)\)"
+)
+
+
+def test_the_readmes_binder_badge_opens_the_notebooks_of_pyprojects_repository():
+    badge = BADGE.search((ROOT / "README.md").read_text())
+    assert badge, "README.md has no mybinder badge"
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert f"https://github.com/{badge['repository']}" == urls["Repository"]
+    assert sorted((ROOT / badge["path"]).glob("*.ipynb")), f"{badge['path']} holds no notebook"
