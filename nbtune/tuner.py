@@ -171,7 +171,7 @@ class Tuner(ResultsView):
         self._runner: TrialRunner | None = None
         self._thread: threading.Thread | None = None
         self._dashboard = None
-        self._shown = False
+        self._summary = None
 
     # ----- running ----------------------------------------------------------------------------
 
@@ -215,11 +215,10 @@ class Tuner(ResultsView):
             target=context.run, args=(self._runner.run,), name="nbtune-runner", daemon=True
         )
         self._thread.start()
-        self._shown = _in_notebook() if display is None else display
-        if self._shown:
+        if _in_notebook() if display is None else display:
             from nbtune.ui.dashboard import show
 
-            show(self.dashboard())
+            self._summary = show(self.dashboard())
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run ends (or `timeout` seconds pass); return whether it ended.
@@ -230,8 +229,9 @@ class Tuner(ResultsView):
         Ctrl-C ends the trials at once (they restart from their latest checkpoints). An
         interrupt while the run goes on in the background does not touch it.
 
-        In a notebook whose run shows its dashboard, the first `wait()` that sees the end also
-        shows a static summary (best trials as a table), which a saved notebook keeps.
+        In a notebook whose run shows its dashboard, the first `wait()` that sees the end puts a
+        static summary (best trials as a table) under the dashboard, which a saved notebook
+        keeps; without a `wait()`, the first cell run after the end does it.
 
         Raises:
             RuntimeError: if the runner itself failed (not a trial: those end as ERROR).
@@ -243,11 +243,8 @@ class Tuner(ResultsView):
             ended = self._stop_after_interrupt(runner)
         if not ended:
             return False
-        if self._shown and _in_notebook():
-            self._shown = False
-            from nbtune.ui.summary import show_summary
-
-            show_summary(self, runner.state)
+        if self._summary is not None:
+            self._summary.fill()
         if runner.crash is not None:
             raise RuntimeError(f"the nbtune run {self.name!r} failed: {runner.error}") from (
                 runner.crash

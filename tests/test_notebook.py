@@ -46,5 +46,8 @@ def test_a_notebook_tunes_a_function_defined_in_a_cell(tmp_path):
         "{'x': 1.0}",
     ]
     assert all("inside a trial" not in stdout_of(cell) for cell in notebook.cells)
+    dashboard, summary = (o.data for o in notebook.cells[2].outputs if o.output_type != "stream")
+    assert "application/vnd.jupyter.widget-view+json" in dashboard
+    assert "nbtune · nb</b> — finished" in summary["text/html"], "saved under the dashboard"
     assert (tmp_path / "nbtune-runs" / "nb" / "trials" / "0" / "output.log").exists()
     assert nbformat.validate(notebook) is None

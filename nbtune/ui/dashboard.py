@@ -38,7 +38,7 @@ from nbtune.ui.figures import (
     parameter_scatter_figure,
 )
 from nbtune.ui.subshell import serve_on_subshell
-from nbtune.ui.summary import best_html, counts_html, title_html
+from nbtune.ui.summary import SummarySlot, best_html, counts_html, title_html
 from nbtune.ui.table import TrialTable
 
 logger = logging.getLogger("nbtune")
@@ -308,11 +308,15 @@ class Dashboard:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-def show(dashboard: Dashboard) -> None:
-    """Display `dashboard` under the running cell."""
+def show(dashboard: Dashboard) -> SummarySlot | None:
+    """Display `dashboard` under the running cell, and in a Jupyter kernel the slot under it
+    that the static summary fills once the run ends; return that slot."""
+    from IPython import get_ipython
     from IPython.display import display
 
     display(dashboard)
+    shell = get_ipython()
+    return None if getattr(shell, "kernel", None) is None else SummarySlot(dashboard.source, shell)
 
 
 def _close_tree(widget: widgets.Widget) -> None:

@@ -7,11 +7,19 @@ nbviewer show this instead. The dashboard's header uses the same pieces.
 from __future__ import annotations
 
 import html
+import logging
+import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from nbtune.results import ResultsView, trials_frame
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.table import badge
+
+if TYPE_CHECKING:
+    from nbtune.tuner import Tuner
+
+logger = logging.getLogger("nbtune")
 
 
 def title_html(name: str, state: str, elapsed_s: float | None = None) -> str:
@@ -53,8 +61,50 @@ def summary_html(source: ResultsView, state: str, top: int = 10) -> str:
     return "<div class='nbtune-summary'>" + "<br>".join(p for p in parts if p) + "</div>"
 
 
-def show_summary(source: ResultsView, state: str) -> None:
-    """Display the static summary under the running cell (call it from the cell's thread)."""
-    from IPython.display import HTML, display
+class SummarySlot:
+    """An output under the live dashboard that receives the static summary once the run ends.
 
-    display(HTML(summary_html(source, state)))
+    The dashboard's widgets do not outlive the kernel (their state is not saved in the
+    notebook: each chart would add 5 MB), so the launching cell keeps this HTML instead. The
+    slot is filled in place through its display id, from the kernel's main thread only: by
+    `Tuner.wait()` when it sees the end, or else after the first cell that the user runs once the
+    run has ended (an IPython `post_run_cell` hook, removed once it has filled the slot). Jupyter
+    front ends apply such an update to the slot's own cell, so nothing shows in the cell that
+    triggered it.
+
+    Args:
+        source: the live `Tuner`.
+        shell: the kernel's IPython shell.
+    """
+
+    def __init__(self, source: Tuner, shell: Any) -> None:
+        from IPython.display import HTML, display
+
+        self.source = source
+        self._shell = shell
+        self._handle = display(HTML(""), display_id=True)
+        shell.events.register("post_run_cell", self._after_cell)
+
+    def fill(self) -> bool:
+        """Put the summary in if the run has ended; return whether the slot is filled now.
+
+        Off the main thread it does nothing, since output sent from another thread can land
+        under whichever cell runs; the hook fills the slot after the next cell instead. A
+        failure is logged, never raised into the user's cell, and leaves the slot empty.
+        """
+        if self._handle is None:
+            return True
+        if self.source.status.live or threading.current_thread() is not threading.main_thread():
+            return False
+        from IPython.display import HTML
+
+        handle, self._handle = self._handle, None
+        try:
+            handle.update(HTML(summary_html(self.source, self.source.state)))
+        except Exception:
+            logger.exception("nbtune: could not show the summary of %r", self.source.name)
+        return True
+
+    def _after_cell(self, result: object) -> None:
+        if self.fill():
+            self._shell.events.unregister("post_run_cell", self._after_cell)

@@ -72,7 +72,8 @@ def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open
     )
     page.locator(".widget-html-content", has_text="— stopped").wait_for(timeout=10_000)
     notebook.wait_until_all_ran(timeout=60)
-    summary = page.locator(".nbtune-summary")
+    launching_cell = page.locator(".jp-CodeCell", has=chart)
+    summary = launching_cell.locator(".nbtune-summary")
     summary.wait_for(timeout=10_000)
-    assert "best loss" in summary.inner_text(), "wait() left a static summary for saved notebooks"
+    assert "best loss" in summary.inner_text(), "wait() filled the summary under the dashboard"
     notebook.screenshot("dashboard-stopped", scroll_to=chart)

@@ -107,7 +107,8 @@ def test_the_dashboard_shows_results_and_its_buttons_steer_the_run(kernel):
 
     ended = kernel.click_then_run(stop_all_id, "print(tuner.wait(60), tuner.state)")
     assert ended.stdout == "True stopped\n", "Stop all ended the run"
-    summary = "".join(data.get("text/html", "") for data in ended.displays)
+    assert ended.displays == [], "the summary goes under the dashboard, not under wait()"
+    summary = started.displays[1]["text/html"]
     assert "nbtune · dash</b> — stopped" in summary, "wait() leaves a static summary"
     assert "best loss = <b>" in summary
 
@@ -116,3 +117,40 @@ def test_the_dashboard_shows_results_and_its_buttons_steer_the_run(kernel):
         print(len(dashboard.figures["learning curves"].data), "stopped" in dashboard.title.value)
     """)
     assert final.stdout == "2 True\n", final
+
+
+UNWAITED = """
+    import threading
+    import nbtune as nt
+
+    release = threading.Event()
+
+    def train(config):
+        nt.report(loss=config["x"])
+        release.wait(30)
+        nt.report(loss=config["x"] / 2)
+
+    hooks = len(get_ipython().events.callbacks["post_run_cell"])
+    tuner = nt.Tuner(train, {"x": nt.grid([1.0, 2.0])}, metric="loss", max_concurrent=2,
+                     name="unwaited", executor=nt.ThreadExecutor())
+    tuner.start()
+"""
+
+
+def test_a_run_never_waited_on_leaves_its_summary_under_its_dashboard(kernel):
+    started = kernel.run(UNWAITED)
+    assert started.ok, started.error
+    dashboard, slot = started.displays
+    assert WIDGET_VIEW in dashboard
+    assert slot["text/html"] == "", "the summary's slot is empty while the run goes on"
+
+    ended = kernel.run("release.set(); print(tuner._runner.done.wait(30))")
+    later = kernel.run("print(tuner.state, len(get_ipython().events.callbacks['post_run_cell']))")
+
+    summary = started.displays[1]["text/html"]
+    assert "nbtune · unwaited</b> — finished" in summary, "the cell after the end filled it"
+    assert "best loss = <b>0.5</b> (trial 0: x=1.0)" in summary
+    assert (ended.stdout, ended.stderr, ended.displays) == ("True\n", "", [])
+    assert (later.stderr, later.displays) == ("", []), "nothing shows in the later cells"
+    hooks = kernel.check("print(hooks)")
+    assert later.stdout == f"finished {hooks}", "the hook removed itself once it had filled it"

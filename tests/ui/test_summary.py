@@ -1,0 +1,45 @@
+"""The summary's slot in an in-process IPython shell: a failure never reaches the user's cell."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from trainables import count_up
+from traitlets.config import Config
+
+import nbtune as nt
+from nbtune.ui import summary
+
+
+@pytest.fixture
+def shell():
+    """An IPython shell without a kernel (nor a history file): cells run and fire events."""
+    config = Config()
+    config.HistoryManager.enabled = False
+    yield InteractiveShell.instance(config=config)
+    InteractiveShell.clear_instance()
+
+
+def broken_summary(source, state):
+    raise KeyError("a bug in the summary")
+
+
+def test_a_summary_that_fails_is_logged_not_raised_into_the_cell(
+    shell, make_tuner, monkeypatch, caplog
+):
+    tuner = make_tuner(count_up, {"steps": 2}, metric="loss", executor=nt.ThreadExecutor())
+    tuner.start(display=False)
+    assert tuner.wait(30)
+    hooks = len(shell.events.callbacks["post_run_cell"])
+    monkeypatch.setattr(summary, "summary_html", broken_summary)
+
+    with capture_output() as shown:
+        summary.SummarySlot(tuner, shell)
+        cell = shell.run_cell("1 + 1")
+
+    assert cell.success and cell.result == 2, "the cell ran as if nothing happened"
+    assert [output.data["text/html"] for output in shown.outputs] == [""], "the slot stays empty"
+    assert "could not show the summary of 'run0'" in caplog.text
+    assert "KeyError: 'a bug in the summary'" in caplog.text
+    assert len(shell.events.callbacks["post_run_cell"]) == hooks, "and the hook is gone"
