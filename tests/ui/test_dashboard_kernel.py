@@ -154,3 +154,64 @@ def test_a_run_never_waited_on_leaves_its_summary_under_its_dashboard(kernel):
     assert (later.stderr, later.displays) == ("", []), "nothing shows in the later cells"
     hooks = kernel.check("print(hooks)")
     assert later.stdout == f"finished {hooks}", "the hook removed itself once it had filled it"
+
+
+def test_a_restored_run_has_a_live_dashboard_and_a_loaded_one_a_read_only_one(kernel):
+    kernel.check("""
+        import threading
+        import nbtune as nt
+        from nbtune.events import TrialPaused, TrialResult
+
+        def train(config):
+            checkpoint = nt.get_checkpoint()
+            step = checkpoint["step"] if checkpoint else 0
+            while True:
+                step += 1
+                nt.report(loss=config["x"] / step, checkpoint={"step": step})
+                threading.Event().wait(0.02)
+
+        reported, paused = threading.Event(), threading.Semaphore(0)
+        def note(event):
+            if isinstance(event, TrialResult) and event.trial_id == 1:
+                reported.set()
+            if isinstance(event, TrialPaused):
+                paused.release()
+
+        first = nt.Tuner(train, {"x": nt.grid([1.0, 2.0])}, metric="loss", max_concurrent=2,
+                         name="again", executor=nt.ThreadExecutor(), callbacks=[note])
+        first.start(display=False)
+        assert reported.wait(30)
+        first.pause(0, 1)
+        assert paused.acquire(timeout=30) and paused.acquire(timeout=30)
+        first.stop()
+        assert first.wait(30)
+    """)
+
+    restored = kernel.run("""
+        again = nt.Tuner.restore("nbtune-runs/again", train, executor=nt.ThreadExecutor())
+        again.start()
+        dashboard = again.dashboard()
+        dashboard.redraw()
+        print(dashboard.live, dashboard.table.visible_ids(), dashboard.controls.layout.display)
+        print(dashboard.stop_all.comm.comm_id)
+    """)
+    assert restored.ok, restored.error
+    shown, stop_all_id = restored.stdout.splitlines()
+    assert shown == "True [0, 1] ", "the restored run's dashboard is live, with its trials"
+    assert WIDGET_VIEW in restored.displays[0]
+
+    ended = kernel.click_then_run(stop_all_id, "print(again.wait(60), again.state)")
+    assert ended.stdout == "True stopped\n", "its Stop all ended the run"
+    assert "nbtune · again</b> — stopped" in restored.displays[1]["text/html"]
+
+    loaded = kernel.run("""
+        view = nt.load("nbtune-runs/again").dashboard()
+        rows = [view.table.row_for(trial_id) for trial_id in view.table.visible_ids()]
+        buttons = [button for row in rows for button in row.buttons.values()]
+        print(view.live, view.table.visible_ids(), view.controls.layout.display)
+        print({b.layout.visibility for b in buttons}, "best loss" in view.best.value)
+        display(view)
+    """)
+    assert loaded.ok, loaded.error
+    assert loaded.stdout.splitlines() == ["False [0, 1] none", "{'hidden'} True"], "read-only"
+    assert len(loaded.displays) == 1 and WIDGET_VIEW in loaded.displays[0], "and no summary"
