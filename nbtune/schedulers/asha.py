@@ -2,15 +2,19 @@
 
 Li et al., "A System for Massively Parallel Hyperparameter Tuning" (MLSys 2020). Each bracket
 has rungs at `grace_period * reduction_factor**k` units of `time_attr`. A trial that reaches a
-rung is compared with every trial that reached it before: it goes on only if it is in the top
-`1 / reduction_factor` of them. Nobody waits, so workers never idle; the price is that early
-arrivals at a rung are judged against fewer peers.
+rung is ranked among every trial that has reached it so far, itself included: of those n, the
+best `max(1, n // reduction_factor)` go on, so the first arrival always goes on and later ones
+must be in the top `1 / reduction_factor`. (Optuna's SuccessiveHalvingPruner ranks the same
+way; Ray Tune's ASHAScheduler compares a newcomer with an interpolated quantile of those before
+it, which lets more of the first arrivals through.) Nobody waits, so workers never idle; the
+price is that early arrivals at a rung are judged against fewer peers.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from nbtune.schedulers._base import Decision, Scheduler, check_positive
@@ -72,11 +76,8 @@ class ASHA(Scheduler):
         for rung in reversed(self.rungs[bracket]):
             if progress < rung.milestone or trial.trial_id in rung.recorded:
                 continue
-            cutoff = rung.cutoff(self.reduction_factor)
-            rung.recorded[trial.trial_id] = value
-            if cutoff is not None and value < cutoff:
-                return Decision.STOP
-            return Decision.CONTINUE
+            kept = rung.record(trial.trial_id, value, self.reduction_factor)
+            return Decision.CONTINUE if kept else Decision.STOP
         return Decision.CONTINUE
 
     def promoted(self, bracket: int = 0) -> list[list[int]]:
@@ -90,12 +91,17 @@ class _Rung:
     def __init__(self, milestone: float) -> None:
         self.milestone = milestone
         self.recorded: dict[int, float] = {}
+        self._ascending: list[float] = []
 
-    def cutoff(self, reduction_factor: float) -> float | None:
-        """The score a newcomer must reach to be in the top 1/reduction_factor, or None."""
-        if not self.recorded:
-            return None
-        return quantile(sorted(self.recorded.values()), 1 - 1 / reduction_factor)
+    def record(self, trial_id: int, score: float, reduction_factor: float) -> bool:
+        """Record a trial's score; whether it ranks among the best 1/reduction_factor of the
+        scores recorded here (at least the best one). Ties go the newcomer's way; a diverged
+        trial (-inf) never raises the bar for the others."""
+        self.recorded[trial_id] = score
+        bisect.insort(self._ascending, score)
+        keep = max(1, math.floor(len(self._ascending) / reduction_factor))
+        better = len(self._ascending) - bisect.bisect_right(self._ascending, score)
+        return better < keep
 
 
 def milestones(first: float, reduction_factor: float, max_t: float) -> list[float]:
@@ -106,21 +112,3 @@ def milestones(first: float, reduction_factor: float, max_t: float) -> list[floa
         rungs.append(milestone)
         milestone *= reduction_factor
     return rungs
-
-
-def quantile(ordered: Sequence[float], q: float) -> float:
-    """The q-quantile of sorted values, interpolated linearly as numpy's default does.
-
-    Where the lower neighbour is -inf (a diverged trial), the bar is the upper one, rather
-    than numpy's NaN: a diverged trial never lowers it.
-    """
-    position = q * (len(ordered) - 1)
-    below = math.floor(position)
-    fraction = position - below
-    low = ordered[below]
-    if fraction == 0:
-        return low
-    high = ordered[below + 1]
-    if math.isinf(low):
-        return high
-    return low + (high - low) * fraction

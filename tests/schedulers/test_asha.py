@@ -6,17 +6,17 @@ import pytest
 import trainables
 
 import nbtune as nt
-from nbtune.schedulers.asha import milestones, quantile
+from nbtune.schedulers.asha import milestones
 
 # Trials run one at a time in grid order, so each meets exactly the peers that came before.
-# Loss at step t is q * (1 + 1/t); scores are -loss. Rungs at t = 1 and 3 (rf = 3), stop at 9.
-# A newcomer goes on if its score is at least the 2/3-quantile of the scores recorded before:
-#   rung 1 (score -2q): q=5 first; q=3 -6 >= -10; q=6 -12 < -7.33 cut; q=1 -2 >= -8.67;
-#          q=4 -8 < -6 cut; q=2 -4 >= -6.67; q=2.5 -5 >= -5.33
-#   rung 3 (score -4q/3): q=5 first; q=3 -4 >= -6.67; q=1 -1.33 >= -4.89;
-#          q=2 -2.67 >= -3.11; q=2.5 -3.33 < -2.67 cut
+# Loss at step t is q * (1 + 1/t): the lower q, the better at every step. Rungs at t = 1 and 3
+# (rf = 3), stop at 9. Of the n trials at a rung so far (the newcomer included), the best
+# max(1, n // 3) go on:
+#   rung 1: q=5 n=1 first; q=3 n=2 best; q=6 n=3 not best: cut; q=1 n=4 best;
+#           q=4 n=5 third (1, 3 better): cut; q=2 n=6 keep 2, second; q=2.5 n=7 keep 2, third: cut
+#   rung 3: q=5 first; q=3 n=2 best; q=1 n=3 best; q=2 n=4 keep 1, second (q=1 better): cut
 QUALITIES = [5, 3, 6, 1, 4, 2, 2.5]
-LAST_STEP = {0: 9, 1: 9, 2: 1, 3: 9, 4: 1, 5: 9, 6: 3}
+LAST_STEP = {0: 9, 1: 9, 2: 1, 3: 9, 4: 1, 5: 3, 6: 1}
 
 
 def test_asha_cuts_exactly_the_trials_a_hand_computation_cuts(make_tuner):
@@ -33,8 +33,8 @@ def test_asha_cuts_exactly_the_trials_a_hand_computation_cuts(make_tuner):
     frame = tuner.dataframe().set_index("trial_id")
     assert frame["training_iteration"].to_dict() == LAST_STEP
     assert (frame["status"] == "TERMINATED").all()
-    assert asha.promoted() == [[0, 1, 2, 3, 4, 5, 6], [0, 1, 3, 5, 6]]
-    assert len(tuner.history()) == sum(LAST_STEP.values()) == 41
+    assert asha.promoted() == [[0, 1, 2, 3, 4, 5, 6], [0, 1, 3, 5]]
+    assert len(tuner.history()) == sum(LAST_STEP.values()) == 33
 
 
 def test_brackets_start_their_rungs_reduction_factor_times_later_and_take_trials_in_turn():
@@ -64,10 +64,14 @@ def test_a_diverged_trial_is_cut_and_never_sets_the_bar():
     assert asha.on_result(nt.Trial(2, {}), {"loss": 1e9, "training_iteration": 1}).name == "STOP"
 
 
-def test_quantile_interpolates_like_numpy_and_survives_minus_infinity():
-    assert quantile([-10.0, -6.0], 2 / 3) == pytest.approx(-7.3333, abs=1e-3)
-    assert quantile([-float("inf"), 1.0], 0.5) == 1.0
-    assert quantile([2.0], 0.9) == 2.0
+def test_ties_go_the_newcomers_way_and_rungs_follow_the_reduction_factor():
+    asha = nt.ASHA(max_t=27, grace_period=1, reduction_factor=3)
+    asha.setup("loss", "min")
+    decisions = [
+        asha.on_result(nt.Trial(trial_id, {}), {"loss": 1.0, "training_iteration": 1}).name
+        for trial_id in range(3)
+    ]
+    assert decisions == ["CONTINUE"] * 3
     assert milestones(1, 3, 27) == [1, 3, 9]
 
 
