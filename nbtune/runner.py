@@ -328,8 +328,9 @@ class TrialRunner:
 
     def _save_state_now_and_then(self, at_once: bool = False) -> None:
         """Save the searcher and scheduler at most once a second (and at the end of the run),
-        or `at_once` when the scheduler just acted (paused, stopped, resumed or forked), so that
-        a restored run finds its scheduler as new as the trial journal."""
+        or `at_once` when trials now wait on the scheduler's memory (it paused a trial, or asked
+        to resume, stop or fork others), so that a restored run finds it as new as the trial
+        journal. A trial it merely stopped needs no such haste: the journal records the end."""
         now = time.monotonic()
         if at_once or now - self._state_saved_at >= _SAVE_STATE_EVERY_S:
             self._state_saved_at = now
@@ -414,8 +415,8 @@ class TrialRunner:
         self._track_best(row)
         self.searcher.on_result(trial.trial_id, row)
         self.bus.publish(TrialResult(trial.trial_id, row))
-        acted = self._apply_scheduler_requests() or decision is not Decision.CONTINUE
-        self._save_state_now_and_then(at_once=acted)
+        waits_on_scheduler = self._apply_scheduler_requests() or decision is Decision.PAUSE
+        self._save_state_now_and_then(at_once=waits_on_scheduler)
 
     def _replayed(self, trial: Trial, event: WorkerResult) -> bool:
         """Whether this result repeats one the log already holds (a trial carried on from a
