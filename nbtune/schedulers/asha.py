@@ -29,7 +29,9 @@ class ASHA(Scheduler):
         grace_period: the first rung: no trial is stopped before this much `time_attr`.
         reduction_factor: keep the top 1/reduction_factor at each rung, rungs grow by it.
         brackets: how many brackets, each with a first rung `reduction_factor` times later than
-            the last; trials join them in turn, which hedges against a grace period too short.
+            the last, which hedges against a grace period too short (asynchronous Hyperband).
+            Trials join them in the proportions of Hyperband's brackets: with 4 brackets and
+            reduction_factor 3, 27 : 12 : 6 : 4 from the most eager to cut to the most patient.
         time_attr: the result key that measures progress, counted from 1.
     """
 
@@ -61,10 +63,25 @@ class ASHA(Scheduler):
             ]
             for s in range(brackets)
         ]
+        self._shares = bracket_shares(brackets, reduction_factor)
         self._bracket_of: dict[int, int] = {}
+        self._joined = [0] * brackets
 
     def on_trial_add(self, trial: Trial) -> None:
-        self._bracket_of[trial.trial_id] = trial.trial_id % len(self.rungs)
+        self._join(trial.trial_id)
+
+    def _join(self, trial_id: int) -> int:
+        """The trial's bracket: for a newcomer, the one furthest behind its share of trials."""
+        if trial_id not in self._bracket_of:
+            total = len(self._bracket_of) + 1
+            behind = [
+                share * total - joined
+                for share, joined in zip(self._shares, self._joined, strict=True)
+            ]
+            bracket = behind.index(max(behind))
+            self._bracket_of[trial_id] = bracket
+            self._joined[bracket] += 1
+        return self._bracket_of[trial_id]
 
     def on_result(self, trial: Trial, result: Mapping[str, Any]) -> Decision:
         progress = self.progress(result)
@@ -72,7 +89,7 @@ class ASHA(Scheduler):
             return Decision.STOP
         value = self.score(result)
         value = -math.inf if value is None else value
-        bracket = self._bracket_of.setdefault(trial.trial_id, trial.trial_id % len(self.rungs))
+        bracket = self._join(trial.trial_id)
         for rung in reversed(self.rungs[bracket]):
             if progress < rung.milestone or trial.trial_id in rung.recorded:
                 continue
@@ -102,6 +119,16 @@ class _Rung:
         keep = max(1, math.floor(len(self._ascending) / reduction_factor))
         better = len(self._ascending) - bisect.bisect_right(self._ascending, score)
         return better < keep
+
+
+def bracket_shares(brackets: int, reduction_factor: float) -> list[float]:
+    """The share of trials each bracket gets, most eager first: Hyperband's bracket sizes,
+    n_s = ceil((s_max + 1) / (s + 1) * reduction_factor**s) for s = s_max, ..., 0."""
+    sizes = [
+        math.ceil(brackets / (brackets - b) * reduction_factor ** (brackets - 1 - b) - 1e-9)
+        for b in range(brackets)
+    ]
+    return [size / sum(sizes) for size in sizes]
 
 
 def milestones(first: float, reduction_factor: float, max_t: float) -> list[float]:

@@ -6,7 +6,7 @@ import pytest
 import trainables
 
 import nbtune as nt
-from nbtune.schedulers.asha import milestones
+from nbtune.schedulers.asha import bracket_shares, milestones
 
 # Trials run one at a time in grid order, so each meets exactly the peers that came before.
 # Loss at step t is q * (1 + 1/t): the lower q, the better at every step. Rungs at t = 1 and 3
@@ -37,7 +37,7 @@ def test_asha_cuts_exactly_the_trials_a_hand_computation_cuts(make_tuner):
     assert len(tuner.history()) == sum(LAST_STEP.values()) == 33
 
 
-def test_brackets_start_their_rungs_reduction_factor_times_later_and_take_trials_in_turn():
+def test_brackets_start_their_rungs_later_and_share_trials_as_hyperbands_brackets_do():
     asha = nt.ASHA(max_t=100, grace_period=1, reduction_factor=3, brackets=3)
     assert [[rung.milestone for rung in bracket] for bracket in asha.rungs] == [
         [1, 3, 9, 27, 81],
@@ -45,12 +45,16 @@ def test_brackets_start_their_rungs_reduction_factor_times_later_and_take_trials
         [9, 27, 81],
     ]
     asha.setup("loss", "min")
-    for trial_id in range(6):
+    for trial_id in range(17):
         asha.on_trial_add(nt.Trial(trial_id, {}))
         asha.on_result(nt.Trial(trial_id, {}), {"loss": 1.0, "training_iteration": 9})
-    assert asha.promoted(0) == [[], [], [0, 3], [], []], "only the highest rung reached counts"
-    assert asha.promoted(1) == [[], [1, 4], [], []]
-    assert asha.promoted(2) == [[2, 5], [], []]
+    # Hyperband's brackets for s_max = 2, eta = 3 hold ceil(3/(s+1) * 3**s) = 9, 5 and 3 trials.
+    assert asha.promoted(0) == [[], [], [0, 2, 4, 6, 8, 10, 12, 14, 16], [], []], (
+        "only the highest rung reached counts"
+    )
+    assert asha.promoted(1) == [[], [1, 5, 9, 11, 15], [], []]
+    assert asha.promoted(2) == [[3, 7, 13], [], []]
+    assert [round(share * 49) for share in bracket_shares(4, 3)] == [27, 12, 6, 4]
 
 
 def test_a_diverged_trial_is_cut_and_never_sets_the_bar():
