@@ -47,7 +47,12 @@ MAX_T = 27
 """Most iterations of a trial in the early-stopping workloads (ASHA's max_t)."""
 GRACE_PERIOD = 1
 REDUCTION_FACTOR = 3
-FRAMEWORKS = ("nbtune", "ray", "optuna-sha", "optuna-hyperband")
+FRAMEWORKS = ("nbtune", "nbtune-hyperband", "ray", "optuna-sha", "optuna-hyperband")
+BRACKETS = 4
+"""Brackets of the Hyperband variants: Optuna's HyperbandPruner(1, 27, 3) makes
+floor(log_3(27 / 1)) + 1 of them, and nbtune's ASHA(brackets=4) the same rungs."""
+COUNTERPART = {"ray": "nbtune", "optuna-sha": "nbtune", "optuna-hyperband": "nbtune-hyperband"}
+"""Which nbtune run each peer's early stopping is compared with: like with like."""
 
 Point = Mapping[str, Any]
 """One configuration of a workload."""
@@ -204,12 +209,18 @@ def nbtune_trainable(config: dict[str, Any]) -> None:
         nt.report(**metrics)
 
 
-def run_nbtune(workload: Workload, points: list[Point], seed: int, storage: str) -> Outcome:
-    """nbtune with 2 loky workers; ASHA for the early-stopping workloads."""
+def run_nbtune(
+    workload: Workload, points: list[Point], seed: int, storage: str, brackets: int = 1
+) -> Outcome:
+    """nbtune with 2 loky workers; ASHA for the early-stopping workloads, with `brackets`
+    brackets (asynchronous Hyperband, as Li et al. describe it, when there are several)."""
     scheduler = None
     if workload.early_stopping:
         scheduler = nt.ASHA(
-            max_t=MAX_T, grace_period=GRACE_PERIOD, reduction_factor=REDUCTION_FACTOR
+            max_t=MAX_T,
+            grace_period=GRACE_PERIOD,
+            reduction_factor=REDUCTION_FACTOR,
+            brackets=brackets,
         )
     tuner = nt.Tuner(
         nbtune_trainable,
@@ -264,6 +275,15 @@ def run_ray(workload: Workload, points: list[Point], seed: int, storage: str) ->
         raise RuntimeError(f"{len(grid.errors)} Ray trials failed: {grid.errors[0]!r}")
     values = [v for result in grid for v in result.metrics_dataframe[workload.metric]]
     return Outcome(wall_s, len(values), workload.better(values))
+
+
+def start_nbtune() -> float:
+    """Start nbtune's 2 loky workers, once, as `start_ray` starts Ray; the seconds it took."""
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="nbtune-peers-") as storage:
+        points = dispatch_points(0, QUICK)[: 2 * WORKERS]
+        run_nbtune(WORKLOADS["dispatch"], points, 0, storage)
+    return time.perf_counter() - began
 
 
 def start_ray() -> float:
@@ -329,6 +349,8 @@ def run(framework: str, workload: Workload, points: list[Point], seed: int) -> O
     with tempfile.TemporaryDirectory(prefix="nbtune-peers-") as storage:
         if framework == "nbtune":
             return run_nbtune(workload, points, seed, storage)
+        if framework == "nbtune-hyperband":
+            return run_nbtune(workload, points, seed, storage, brackets=BRACKETS)
         if framework == "ray":
             return run_ray(workload, points, seed, storage)
         return run_optuna(workload, points, seed, storage, framework)
@@ -360,19 +382,17 @@ def summary(workload: Workload, outcomes: dict[str, list[Outcome]]) -> dict[str,
         if runs
     }
     checks = {}
-    ours = means.get("nbtune")
-    if workload.early_stopping and ours is not None:
-        for peer, theirs in means.items():
-            if peer == "nbtune":
-                continue
-            share = 0.5 if peer == "ray" else 1.0
-            no_worse = (
-                ours["best"] <= theirs["best"]
-                if workload.mode == "min"
-                else (ours["best"] >= theirs["best"])
-            )
-            checks[f"wall <= {share:g} x {peer}"] = ours["wall_s"] <= share * theirs["wall_s"]
-            checks[f"best no worse than {peer}"] = no_worse
+    for peer, theirs in means.items():
+        mine = COUNTERPART.get(peer)
+        ours = means.get(mine) if mine else None
+        if not workload.early_stopping or ours is None:
+            continue
+        share = 0.5 if peer == "ray" else 1.0
+        better = min if workload.mode == "min" else max
+        checks[f"{mine} wall <= {share:g} x {peer}"] = ours["wall_s"] <= share * theirs["wall_s"]
+        checks[f"{mine} best no worse than {peer}"] = (
+            better(ours["best"], theirs["best"]) == ours["best"]
+        )
     return {"workload": workload.name, "summary": True, "means": rounded(means), "targets": checks}
 
 
@@ -396,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     frameworks = [f for f in FRAMEWORKS if args.framework in ("all", f.partition("-")[0])]
     workloads = list(WORKLOADS.values()) if args.workload == "all" else [WORKLOADS[args.workload]]
     sizes = QUICK if args.quick else FULL
+    if "nbtune" in frameworks:
+        print(json.dumps({"nbtune_start_s": rounded(start_nbtune())}), flush=True)
     if "ray" in frameworks:
         print(json.dumps({"ray_init_s": rounded(start_ray())}), flush=True)
     failed = 0
