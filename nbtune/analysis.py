@@ -25,6 +25,10 @@ class ExperimentAnalysis(ResultsView):
         self.name: str = self.spec["name"]
         self.metric = self.spec["metric"]
         self.mode = self.spec["mode"]
+        outcome = reader.outcome()
+        self.state: str = outcome["state"] if outcome else "unfinished"
+        """How the run ended (finished, stopped, failed), or "unfinished": it still runs
+        elsewhere, or its process died (`Tuner.restore` carries it on)."""
         self._results = reader.results()
         self._trials = reader.trials(self._results, self.metric, self.mode)
 

@@ -882,7 +882,8 @@ class TrialRunner:
         self._closed = True
         self._refuse_commands()
         try:
-            self.storage.finish(self.saved_state(), self.trials.values())
+            outcome = {"state": self.state, "error": self.error, "ended_at": self.ended_at}
+            self.storage.finish(self.saved_state(), self.trials.values(), outcome)
         except Exception as exc:
             if self.crash is None:
                 self.crash = exc

@@ -7,6 +7,7 @@
         trials.jsonl           the trial journal: one JSON line per change of a trial
         trials.json            a compacted snapshot of the journal, and where it stopped
         commands.jsonl         the user's commands (pause, fork, ...) in the order applied
+        outcome.json           how the run ended: finished, stopped or failed (not while it runs)
         trials/<id>/checkpoints/checkpoint_<iteration>.pkl
         trials/<id>/error.txt  tracebacks
         trials/<id>/output.log what the trial printed
@@ -158,7 +159,9 @@ class ExperimentStorage:
             )
 
     def open_logs(self) -> None:
-        """Open the result log and the trial journal for appending."""
+        """Open the result log and the trial journal for appending; the run is on again, so
+        the outcome of an earlier one no longer holds."""
+        (self.path / "outcome.json").unlink(missing_ok=True)
         self._results = _Log(self.path / "results.jsonl")
         self._journal = _Log(self.path / "trials.jsonl")
         self._commands = _Log(self.path / "commands.jsonl")
@@ -232,11 +235,14 @@ class ExperimentStorage:
             with open(directory / filename, "a", encoding="utf-8") as file:
                 file.write(text)
 
-    def finish(self, state: Any, trials: Iterable[Trial]) -> None:
-        """Save the state and a snapshot of the trials, then close the logs whatever fails."""
+    def finish(self, state: Any, trials: Iterable[Trial], outcome: Mapping[str, Any]) -> None:
+        """Save the state, a snapshot of the trials and how the run ended (`outcome`: its
+        `state` and `error`), then close the logs whatever fails."""
         try:
             self.write_state(state)
             self.compact(trials)
+            with self._writing("outcome.json"):
+                write_atomically(self.path / "outcome.json", dumps(outcome).encode())
         finally:
             self.close()
 
@@ -257,6 +263,14 @@ class ExperimentReader:
                 f"{self.path} holds no nbtune experiment (no experiment.json); "
                 "check the path, e.g. nbtune-runs/<name>"
             )
+
+    def outcome(self) -> dict[str, Any] | None:
+        """How the run ended (`state`, `error`, `ended_at`), or None if it has not: it runs
+        elsewhere, or its process died."""
+        try:
+            return loads((self.path / "outcome.json").read_text())
+        except FileNotFoundError:
+            return None
 
     def spec(self) -> dict[str, Any]:
         try:

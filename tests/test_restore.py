@@ -64,9 +64,11 @@ def test_a_run_whose_driver_was_killed_carries_on(runs):
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     reported = set(results_on_disk(run))
+    assert nt.load(run).state == "unfinished", "nothing says how a killed run ended"
 
     tuner = nt.Tuner.restore(run, trainables.steps, progress=False)
     tuner.run()
+    assert nt.load(run).state == "finished"
 
     assert reported <= set(results_on_disk(run)), "every result reported before the kill is kept"
     assert_every_trial_complete_once(tuner)
@@ -84,7 +86,9 @@ def test_a_paused_trial_of_a_stopped_run_resumes_from_its_checkpoint(make_tuner,
     assert tuner.get_trial(0).status is nt.TrialStatus.PAUSED
 
     again = nt.Tuner.restore(tuner.path, trainables.steps, progress=False, stop=None)
-    again.run()
+    again.start()
+    assert nt.load(tuner.path).state == "unfinished", "the stopped run is on again"
+    again.wait()
     history = again.history()
     trial_0 = history[history["trial_id"] == 0]["training_iteration"].tolist()
     assert trial_0 == list(range(1, STEPS + 1)), f"paused at {paused_at}, carried on from there"

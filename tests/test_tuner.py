@@ -83,6 +83,7 @@ def test_a_loaded_experiment_matches_the_live_one(make_tuner):
     pd.testing.assert_frame_equal(loaded.history(), tuner.history())
     assert loaded.best_result == tuner.best_result
     assert loaded.best_config == tuner.best_config
+    assert loaded.state == tuner.state == "finished"
 
 
 def test_the_same_seed_gives_the_same_configs(make_tuner):
@@ -202,7 +203,7 @@ def test_a_failing_trial_is_recorded_and_the_run_goes_on(make_tuner):
 def test_fail_fast_ends_the_run_at_the_first_error(make_tuner):
     tuner = run(make_tuner(trainables.fail_at, {"fail_at": 2}, num_samples=8, fail_fast=True))
     frame = tuner.dataframe()
-    assert tuner.state == "failed"
+    assert tuner.state == nt.load(tuner.path).state == "failed"
     assert len(frame) < 8
     assert (frame["status"] == "ERROR").any()
 
@@ -216,7 +217,7 @@ def test_stop_ends_the_run_gracefully(make_tuner):
     tuner.stop()
     assert tuner.wait(30)
     frame = tuner.dataframe()
-    assert tuner.state == "stopped"
+    assert tuner.state == nt.load(tuner.path).state == "stopped"
     assert (frame["status"] == "TERMINATED").all()
     assert len(tuner.history()) == frame["training_iteration"].sum()
 

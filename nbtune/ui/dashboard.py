@@ -177,7 +177,7 @@ class Dashboard:
         self, trials: Sequence[Trial], metric: str | None, mode: str, live: bool
     ) -> None:
         status = getattr(self.source, "status", None)
-        state = status.state if status is not None else "finished"
+        state = status.state if status is not None else getattr(self.source, "state", "finished")
         elapsed = time.time() - self._started if live else None
         self.title.value = title_html(str(getattr(self.source, "name", "")), state, elapsed)
         finished = sum(trial.status.is_finished for trial in trials)
