@@ -1,0 +1,78 @@
+"""The Tuner's commands and its recovery behave the same on every executor.
+
+`test_conformance.py` drives executors directly; these go through the Tuner, the way users
+steer a run: pause and resume (by checkpoint, or suspended in place), fork, and a failing
+trial retried from its checkpoint. Each test runs on loky, threads and a real Dask cluster.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trainables
+from test_control import event_of, iterations, result_of
+
+import nbtune as nt
+from nbtune.events import TrialPaused, TrialRetried, TrialStarted
+
+N = 12
+
+
+@pytest.mark.parametrize(("checkpoint", "paused_by"), [(True, "checkpoint"), (False, "suspend")])
+def test_pause_and_resume_lose_and_repeat_nothing(
+    make_tuner, log, executor_class, checkpoint, paused_by
+):
+    space = {"steps": N, "checkpoint": checkpoint, "x": nt.grid([0, 1])}
+    tuner = make_tuner(
+        trainables.steps,
+        space,
+        metric="loss",
+        max_concurrent=1,
+        executor=executor_class(),
+        callbacks=[log],
+    )
+    tuner.start()
+    log.wait_for(result_of(0, 3))
+    tuner.pause(0)
+    log.wait_for(event_of(TrialPaused, 0))
+    assert tuner.get_trial(0).paused_by == paused_by
+    if checkpoint:
+        log.wait_for(event_of(TrialStarted, 1))
+    tuner.resume(0)
+    assert tuner.wait(60)
+    assert iterations(tuner, 0) == iterations(tuner, 1) == list(range(1, N + 1))
+    history = tuner.history()
+    assert (history["step"] == history["training_iteration"]).all(), "no step run twice"
+
+
+def test_a_fork_carries_on_from_its_parents_checkpoint(make_tuner, log, executor_class):
+    space = {"steps": N, "checkpoint": True, "lr": 1.0}
+    tuner = make_tuner(
+        trainables.steps, space, metric="loss", executor=executor_class(), callbacks=[log]
+    )
+    tuner.start()
+    log.wait_for(result_of(0, 4))
+    child = tuner.fork(0, {"lr": 0.5})
+    assert tuner.wait(60)
+    first = iterations(tuner, child)[0]
+    assert first >= 5, "the child starts after the parent's checkpoint"
+    assert iterations(tuner, child) == list(range(first, N + 1))
+    child_history = tuner.history().query(f"trial_id == {child}")
+    assert child_history["loss"].tolist() == pytest.approx([0.5 / t for t in range(first, N + 1)])
+
+
+def test_a_failing_trial_is_retried_from_its_checkpoint(make_tuner, tmp_path, log, executor_class):
+    space = {"steps": N, "marker": str(tmp_path / "failed-once")}
+    tuner = make_tuner(
+        trainables.fails_once,
+        space,
+        metric="loss",
+        max_failures=1,
+        executor=executor_class(),
+        callbacks=[log],
+    )
+    tuner.run()
+    assert tuner.get_trial(0).status is nt.TrialStatus.TERMINATED
+    assert [(e.trial_id, e.attempt) for e in log.of(TrialRetried)] == [(0, 2)]
+    history = tuner.history()
+    assert history["training_iteration"].tolist() == list(range(1, N + 1)), "no gap, no repeat"
+    assert (history["step"] == history["training_iteration"]).all()
