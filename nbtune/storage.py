@@ -175,6 +175,7 @@ class ExperimentStorage:
         except ExperimentWriteError:
             raise
         except OSError as exc:
+            self.check()
             reason = exc.strerror or str(exc)
             raise ExperimentWriteError(
                 f"could not write {name} in {self.path}: {reason}; what is on disk is intact: "
@@ -231,7 +232,7 @@ class ExperimentStorage:
         """Append to a trial's text file (`error.txt`, `output.log`)."""
         directory = self.trial_dir(trial_id)
         with self._writing(f"trials/{trial_id}/{filename}"):
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(exist_ok=True)
             with open(directory / filename, "a", encoding="utf-8") as file:
                 file.write(text)
 

@@ -174,14 +174,17 @@ def test_a_directory_from_a_newer_nbtune_is_refused(make_tuner):
         nt.load(tuner.path)
 
 
-def test_the_run_stops_with_a_clear_error_when_its_directory_is_removed(make_tuner, log):
-    tuner = make_tuner(trainables.forever, {"interval": 0.01}, callbacks=[log])
+def test_the_run_stops_with_a_clear_error_when_its_directory_is_removed(make_tuner, log, tmp_path):
+    tuner = make_tuner(trainables.chatty_forever, {"interval": 0.01}, callbacks=[log])
     tuner.start()
-    log.wait_for(lambda event: isinstance(event, nt.events.TrialResult))
-    shutil.rmtree(tuner.path)
+    log.wait_for(lambda event: isinstance(event, nt.events.TrialOutput))
+    removed = tmp_path / "removed"
+    tuner.path.rename(removed)  # gone at once from where the run writes, as rm -rf ends
+    shutil.rmtree(removed)
     with pytest.raises(RuntimeError, match="was removed while the run went on; the run stopped"):
         tuner.wait(30)
     assert tuner.state == "failed"
+    assert not tuner.path.exists(), "nothing is written where the experiment was"
 
 
 def test_a_full_disk_stops_the_run_with_a_clear_error_and_harms_nothing(runs):

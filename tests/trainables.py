@@ -46,6 +46,17 @@ def forever(config):
         time.sleep(config.get("interval", 0.01))
 
 
+def chatty_forever(config):
+    """Prints and reports every `interval` seconds until it is stopped: its output goes to
+    the trial's `output.log` all along."""
+    step = 0
+    while True:
+        step += 1
+        print(f"step {step}")
+        nt.report(loss=1.0 / step)
+        time.sleep(config.get("interval", 0.01))
+
+
 def no_metric(config):
     nt.report(accuracy=0.5)
 
