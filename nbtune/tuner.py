@@ -337,8 +337,11 @@ class Tuner(ResultsView):
         """
         if trial_ids in ((), ("all",)):
             runner = self._started_runner()
-            if not runner.done.is_set():
+            try:
                 self._command("stop_run", runner.request_stop)
+            except RunEndedError:
+                if runner.state == "running":
+                    raise
             return
         if force and not self.executor.can_kill_trial:
             warnings.warn(

@@ -255,7 +255,18 @@ def test_commands_on_an_ended_run(make_tuner):
     assert tuner.wait(30)
     with pytest.raises(nt.RunEndedError, match="has ended .finished.; start a new Tuner"):
         tuner.pause(0)
+    tuner.stop()
     assert not tuner.status.live
+    assert tuner.state == "finished", "stopping an ended run does nothing"
+
+
+def test_stopping_a_run_that_ends_meanwhile_does_nothing(make_tuner, log):
+    tuner = make_tuner(trainables.steps, {"steps": 2}, callbacks=[log])
+    tuner.start()
+    log.wait_for(event_of(TrialCompleted, 0))
+    tuner.stop()  # the run ends on its own at about this moment
+    assert tuner.wait(30)
+    assert tuner.state in ("finished", "stopped")
 
 
 def test_every_command_is_logged_on_disk_and_on_the_bus(make_tuner, log):
