@@ -37,6 +37,7 @@ __version__ = "0.1.0"
 _FRONT_END = {
     "plot_best_so_far",
     "plot_history",
+    "plot_param_importance",
     "plot_param_scatter",
     "plot_parallel_coordinates",
 }
@@ -97,6 +98,7 @@ __all__ = [
     "plot_best_so_far",
     "plot_history",
     "plot_parallel_coordinates",
+    "plot_param_importance",
     "plot_param_scatter",
     "randint",
     "report",

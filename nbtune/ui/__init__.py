@@ -4,7 +4,14 @@ from nbtune.ui.figures import (
     plot_best_so_far,
     plot_history,
     plot_parallel_coordinates,
+    plot_param_importance,
     plot_param_scatter,
 )
 
-__all__ = ["plot_best_so_far", "plot_history", "plot_parallel_coordinates", "plot_param_scatter"]
+__all__ = [
+    "plot_best_so_far",
+    "plot_history",
+    "plot_parallel_coordinates",
+    "plot_param_importance",
+    "plot_param_scatter",
+]

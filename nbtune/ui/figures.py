@@ -21,9 +21,11 @@ from nbtune.trial import Trial
 from nbtune.ui.data import (
     BestSoFarData,
     HistoryData,
+    ImportanceData,
     ParameterData,
     best_so_far_data,
     history_data,
+    importance_data,
     parameter_data,
 )
 
@@ -160,6 +162,24 @@ def parameter_scatter_figure(data: ParameterData, figure: go.Figure | None = Non
     return figure
 
 
+def importance_figure(data: ImportanceData, figure: go.Figure | None = None) -> go.Figure:
+    """One bar per parameter: how much of the spread of the metric it explains on its own."""
+    figure = figure if figure is not None else go.Figure()
+    with figure.batch_update():
+        _keep_traces(figure, 1, lambda index: go.Bar(orientation="h"))
+        figure.data[0].update(
+            x=data.importances[::-1],
+            y=data.names[::-1],
+            hovertemplate="%{y}: %{x:.2f}<extra></extra>",
+        )
+        figure.update_layout(
+            title=f"what {data.metric} depends on ({data.trials} trials)",
+            xaxis={"title": "share of the spread explained", "range": [0, 1]},
+            **_LAYOUT,
+        )
+    return figure
+
+
 def _curve_trace(index: int) -> go.Scatter | go.Scattergl:
     kind = go.Scattergl if index >= WEBGL_AFTER else go.Scatter
     return kind(mode="lines", hovertemplate="%{hovertext}<br>iteration %{x}: %{y}<extra></extra>")
@@ -198,6 +218,13 @@ def plot_param_scatter(source: Any) -> go.Figure:
     """Each parameter against the best metric value, one panel per parameter."""
     trials, _, metric, _ = _read(source)
     return parameter_scatter_figure(parameter_data(trials, metric))
+
+
+def plot_param_importance(source: Any) -> go.Figure:
+    """How much of the spread of the metric each parameter explains on its own (see
+    `nbtune.ui.data.importance_data` for how it is measured)."""
+    trials, _, metric, mode = _read(source)
+    return importance_figure(importance_data(trials, metric, mode))
 
 
 def _read(source: Any) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]], str, str]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+import random
 
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import best_so_far_data, history_data, parameter_data
+from nbtune.ui.data import best_so_far_data, history_data, importance_data, parameter_data
 
 
 def run_of(losses_by_trial, statuses=None):
@@ -66,3 +67,42 @@ def test_parameters_code_categories_and_drop_constant_axes():
     assert lr.values == (0.1, 0.2, 0.30000000000000004)
     assert opt.labels == ("adam", "sgd")
     assert opt.values == (0.0, 1.0, 1.0)
+
+
+def scored_trials(configs, value_of):
+    """Finished trials with the given configs, each with one result `value_of(config)`."""
+    trials = []
+    for trial_id, config in enumerate(configs):
+        row = {"trial_id": trial_id, "training_iteration": 1, "score": value_of(config)}
+        trials.append(Trial(trial_id, config).with_result(row, "score", "max"))
+    return trials
+
+
+def test_importance_ranks_the_parameter_that_decides_the_metric_first():
+    draw = random.Random(0)
+    configs = [
+        {"lr": 10 ** draw.uniform(-4, -1), "seed": draw.choice(["a", "b", "c"]), "unit": 1}
+        for _ in range(40)
+    ]
+    trials = scored_trials(configs, lambda config: -abs(math.log10(config["lr"]) + 2.5))
+    data = importance_data(trials, "score", "max")
+    assert data.names == ("lr", "seed"), "a constant has no importance to speak of"
+    lr, seed = data.importances
+    assert lr > 0.7, "the metric is a function of lr alone (not a monotone one)"
+    assert seed < 0.1, "seed is noise"
+    assert data.trials == 40
+
+
+def test_importance_is_the_same_whichever_way_the_metric_points():
+    draw = random.Random(1)
+    configs = [{"x": draw.uniform(0, 1), "y": draw.uniform(0, 1)} for _ in range(30)]
+    trials = scored_trials(configs, lambda config: config["x"] + 0.1 * config["y"])
+    as_max = importance_data(trials, "score", "max")
+    as_min = importance_data(trials, "score", "min")
+    assert as_max == as_min
+    assert as_max.names[0] == "x"
+
+
+def test_too_few_trials_tell_nothing():
+    trials = scored_trials([{"x": 1.0}, {"x": 2.0}], lambda config: config["x"])
+    assert importance_data(trials, "score", "max").importances == (0.0,)

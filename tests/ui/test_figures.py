@@ -70,5 +70,6 @@ def test_plots_of_a_finished_run_from_its_directory(make_tuner):
         "loss",
     ]
     assert len(nt.plot_param_scatter(tuner).data) == 1
+    assert nt.plot_param_importance(tuner.path).data[0].y == ("lr",)
     with pytest.raises(TypeError, match="cannot plot int; pass a Tuner"):
         nt.plot_history(3)
