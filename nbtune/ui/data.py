@@ -185,19 +185,19 @@ def _groups(axis: Axis) -> list[int]:
 
 def _epsilon_squared(groups: Sequence[int], values: Sequence[float]) -> float:
     """The share of the variance of `values` between `groups`, less what chance would give."""
-    count = len(values)
     members: dict[int, list[float]] = {}
     for group, value in zip(groups, values, strict=True):
         members.setdefault(group, []).append(value)
-    if count < 3 or len(members) < 2:
+    count, kinds = len(values), len(members)
+    if kinds < 2 or count <= kinds:
         return 0.0
     mean = sum(values) / count
     total = sum((value - mean) ** 2 for value in values)
-    between = sum(len(m) * (sum(m) / len(m) - mean) ** 2 for m in members.values())
-    if total == 0 or count == len(members):
+    if total == 0:
         return 0.0
-    within_mean_square = (total - between) / (count - len(members))
-    return max(0.0, (between - (len(members) - 1) * within_mean_square) / total)
+    between = sum(len(m) * (sum(m) / len(m) - mean) ** 2 for m in members.values())
+    within_mean_square = (total - between) / (count - kinds)
+    return max(0.0, (between - (kinds - 1) * within_mean_square) / total)
 
 
 def describe(trial: Trial) -> str:

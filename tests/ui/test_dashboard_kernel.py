@@ -43,7 +43,7 @@ def kernel(request, tmp_path, monkeypatch):
     started.shutdown()
 
 
-SETUP = """
+TRAINABLE = """
     import threading
     import nbtune as nt
     from nbtune.events import TrialPaused, TrialResult, TrialResumed
@@ -55,7 +55,12 @@ SETUP = """
             step += 1
             nt.report(loss=config["x"] / step, checkpoint={"step": step})
             threading.Event().wait(0.02)
+"""
+"""A trainable that reports until it is stopped and checkpoints every step."""
 
+SETUP = (
+    TRAINABLE
+    + """
     seen = {}
     def flag(kind, trial_id):
         return seen.setdefault((kind, trial_id), threading.Event())
@@ -68,6 +73,7 @@ SETUP = """
                      name="dash", callbacks=[note])
     tuner.start()
 """
+)
 
 
 def test_the_dashboard_shows_results_and_its_buttons_steer_the_run(kernel):
@@ -157,19 +163,8 @@ def test_a_run_never_waited_on_leaves_its_summary_under_its_dashboard(kernel):
 
 
 def test_a_restored_run_has_a_live_dashboard_and_a_loaded_one_a_read_only_one(kernel):
+    kernel.check(TRAINABLE)
     kernel.check("""
-        import threading
-        import nbtune as nt
-        from nbtune.events import TrialPaused, TrialResult
-
-        def train(config):
-            checkpoint = nt.get_checkpoint()
-            step = checkpoint["step"] if checkpoint else 0
-            while True:
-                step += 1
-                nt.report(loss=config["x"] / step, checkpoint={"step": step})
-                threading.Event().wait(0.02)
-
         reported, paused = threading.Event(), threading.Semaphore(0)
         def note(event):
             if isinstance(event, TrialResult) and event.trial_id == 1:
