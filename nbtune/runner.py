@@ -57,7 +57,7 @@ from nbtune.executors._base import (
 from nbtune.schedulers._base import Decision, Exploit, Scheduler, Stop
 from nbtune.search._base import Searcher
 from nbtune.space import SearchSpace
-from nbtune.stopping import StopFunction
+from nbtune.stopping import StopCriteria
 from nbtune.storage import ExperimentStorage
 from nbtune.trainable import TrialLaunch
 from nbtune.trial import Trial, TrialStatus, better_of
@@ -85,7 +85,7 @@ class TrialRunner:
         metric: str | None,
         mode: str,
         max_concurrent: int,
-        should_stop: StopFunction,
+        should_stop: StopCriteria,
         space: SearchSpace,
         time_budget_s: float | None = None,
         fail_fast: bool = False,
@@ -135,6 +135,7 @@ class TrialRunner:
         self._requeue_requested: set[int] = set()
         self._replay_until: dict[int, int] = {}
         self._heard_at: dict[int, float] = {}
+        self._free_until: dict[int, int] = {}
         self._timed_out: dict[int, str] = {}
         self._hold = False
         self._user_paused: set[int] = set()
@@ -243,6 +244,7 @@ class TrialRunner:
             if self._stopping and time.monotonic() - self._stopping_since > _STOP_GRACE_S:
                 self._abandon_running()
                 continue
+            self._nudge_free_trials()
             self._time_out_silent_trials()
             events = self.executor.poll(self._poll_timeout(deadline))
             with self.lock:
@@ -373,7 +375,9 @@ class TrialRunner:
         self._heard_at[event.trial_id] = time.monotonic()
         if isinstance(event, WorkerResult):
             self._on_result(event)
-        elif isinstance(event, WorkerDone):
+            return
+        self._free_until.pop(event.trial_id, None)
+        if isinstance(event, WorkerDone):
             self._on_done(event)
         elif isinstance(event, WorkerPaused):
             self._on_paused(event)
@@ -388,13 +392,13 @@ class TrialRunner:
         trial = self.trials[event.trial_id]
         self._ship_output(trial.trial_id, event.output)
         if trial.status is not TrialStatus.RUNNING:
-            self.executor.reply(trial.trial_id, Decision.STOP)
+            self._stop_if_waiting(event)
             return
         if self._replayed(trial, event):
             return
         problem = self._check_metrics(event.metrics)
         if problem is not None:
-            self.executor.reply(trial.trial_id, Decision.STOP)
+            self._stop_if_waiting(event)
             self._end(trial, TrialStatus.ERROR, problem, traceback="")
             return
         row = {
@@ -408,7 +412,10 @@ class TrialRunner:
         if event.checkpoint is not None:
             trial = self._with_checkpoint(trial, event.checkpoint)
         decision = self._decide(trial, row)
-        self._reply(trial.trial_id, decision)
+        if event.waits:
+            self._reply(trial, decision)
+        elif decision is not Decision.CONTINUE:
+            self._request(trial.trial_id, decision)
         self.storage.append_result(row)
         self.results.append(row)
         self._set(trial, journal=event.checkpoint is not None)
@@ -427,12 +434,13 @@ class TrialRunner:
         iteration = trial.iteration + 1
         if iteration >= until:
             del self._replay_until[trial.trial_id]
-        ending = self._stopping is not None
-        self._reply(trial.trial_id, self._ending_decision() if ending else Decision.CONTINUE)
         trial = trial.evolve(iteration=iteration)
         if event.checkpoint is not None:
             trial = self._with_checkpoint(trial, event.checkpoint)
         self._set(trial, journal=event.checkpoint is not None)
+        if event.waits:
+            ending = self._stopping is not None
+            self._reply(trial, self._ending_decision() if ending else Decision.CONTINUE)
         return True
 
     def _decide(self, trial: Trial, row: Mapping[str, Any]) -> Decision:
@@ -454,12 +462,56 @@ class TrialRunner:
         """What a trial does at its report once the run ends: pause if held, else stop."""
         return Decision.PAUSE if self._hold else Decision.STOP
 
-    def _reply(self, trial_id: int, decision: Decision) -> None:
-        """Send the decision on a result; a pause is then on its way."""
+    def _reply(self, trial: Trial, decision: Decision) -> None:
+        """Send the decision on a result that waits for it, and how many next results need
+        not wait (see `nbtune.session.TrialSession.report`); a pause is then on its way."""
+        trial_id = trial.trial_id
         if decision is Decision.PAUSE:
             self._pause_requested.discard(trial_id)
             self._pausing.add(trial_id)
-        self.executor.reply(trial_id, decision)
+        free_steps = self._free_steps(trial) if decision is Decision.CONTINUE else 0
+        if free_steps:
+            self._free_until[trial_id] = trial.iteration + free_steps
+        else:
+            self._free_until.pop(trial_id, None)
+        self.executor.reply(trial_id, decision, free_steps)
+
+    def _stop_if_waiting(self, event: WorkerResult) -> None:
+        """Stop a trial the run is done with; one that does not wait is nudged (see
+        `_nudge_free_trials`)."""
+        if event.waits:
+            self._free_until.pop(event.trial_id, None)
+            self.executor.reply(event.trial_id, Decision.STOP)
+
+    def _free_steps(self, trial: Trial) -> int:
+        """How many results the trial may send after this one without waiting for an answer:
+        none while the runner has something to tell it or replays its results, else as many
+        as neither the scheduler nor the stop criteria can act on."""
+        if self._must_answer(trial.trial_id) or trial.trial_id in self._replay_until:
+            return 0
+        return min(self.scheduler.free_steps(trial), self.should_stop.free_steps(trial.iteration))
+
+    def _must_answer(self, trial_id: int) -> bool:
+        """Whether the trial's next result must wait: the runner will not answer CONTINUE."""
+        return (
+            self._stopping is not None
+            or trial_id in self._pause_requested
+            or trial_id in self._stop_requested
+            or self.trials[trial_id].status is not TrialStatus.RUNNING
+        )
+
+    def _request(self, trial_id: int, decision: Decision) -> None:
+        """A decision on a result that did not wait, taken at the trial's next report (a
+        scheduler or stop criterion that acted sooner than its `free_steps` said)."""
+        requests = self._stop_requested if decision is Decision.STOP else self._pause_requested
+        requests.add(trial_id)
+
+    def _nudge_free_trials(self) -> None:
+        """Make the next report of each trial that need not wait, but that the runner now
+        has something to tell (a pause, a stop, the run's end), wait for the answer."""
+        for trial_id in [t for t in self._free_until if self._must_answer(t)]:
+            del self._free_until[trial_id]
+            self.executor.nudge(trial_id)
 
     def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:
         if self.metric is None:

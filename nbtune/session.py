@@ -22,13 +22,29 @@ from nbtune.schedulers._base import Decision
 
 RESERVED_KEYS = frozenset({"trial_id", "training_iteration", "timestamp", "time_total_s"})
 
+NUDGE = "nudge"
+"""What the runner sends a trial that reports without waiting when it has something to say
+(a pause, a stop): the trial's next report then waits for the runner's answer."""
+
 
 class Channel(Protocol):
-    """The worker's line to the runner: send a message, receive the runner's reply."""
+    """The worker's line to the runner: send a message, receive the runner's reply, and see
+    whether one is there without waiting."""
 
     def send(self, message: tuple) -> None: ...
 
     def recv(self) -> Any: ...
+
+    def poll(self) -> bool: ...
+
+
+def answer(channel: Channel) -> Any:
+    """The runner's next answer on `channel`, past any nudge (one left over from a trial
+    that ended before its next report is harmless)."""
+    message = channel.recv()
+    while message == NUDGE:
+        message = channel.recv()
+    return message
 
 
 class TrialStopped(BaseException):
@@ -62,18 +78,30 @@ class TrialSession:
         self._checkpoint_path = checkpoint_path
         self._checkpoint_dir = Path(checkpoint_dir)
         self._output = io.StringIO() if capture_output else None
+        self._free_steps = 0
         self.checkpoint_on_demand: Callable[[], Any] | None = None
 
     def report(self, metrics: dict[str, Any], checkpoint: Any = None) -> None:
-        """Send one result and block until the runner says whether to go on."""
+        """Send one result and, unless the runner said it may go on unanswered, wait for its
+        decision.
+
+        The runner answers each result it must decide on with `(decision, free_steps)`: that
+        many next results cannot change the trial's course (no rung of the scheduler, no stop
+        criterion falls on them), so they travel without a round trip. Should the runner need
+        an answer sooner (the user paused the trial), it nudges, and the next report waits.
+        """
         reserved = RESERVED_KEYS.intersection(metrics)
         if reserved:
             name = sorted(reserved)[0]
             raise ValueError(f"nbtune.report({name}=...): nbtune sets {name!r}; rename your metric")
         self.iteration += 1
         path = None if checkpoint is None else self._save_checkpoint(checkpoint)
-        self._channel.send(("result", metrics, path, self.drain_output(), time.time()))
-        decision = self._channel.recv()
+        waits = self._free_steps == 0 or self._channel.poll()
+        self._channel.send(("result", metrics, path, self.drain_output(), time.time(), waits))
+        if not waits:
+            self._free_steps -= 1
+            return
+        decision, self._free_steps = answer(self._channel)
         if decision is Decision.PAUSE:
             decision = self._pause(path)
         if decision is Decision.STOP:
@@ -87,9 +115,9 @@ class TrialSession:
             self._channel.send(("paused", path))
             raise TrialPaused
         self._channel.send(("suspended",))
-        decision = self._channel.recv()
+        decision, self._free_steps = answer(self._channel)
         while decision is Decision.PAUSE:
-            decision = self._channel.recv()
+            decision, self._free_steps = answer(self._channel)
         return decision
 
     def _checkpoint_now(self) -> str | None:
@@ -168,7 +196,8 @@ def _current() -> TrialSession:
 def report(checkpoint: Any = None, **metrics: Any) -> None:
     """Report one result of the running trial, optionally with a checkpoint to resume from.
 
-    Returns once the runner has decided what the trial does next; if the decision is to stop,
+    Returns once the runner has decided what the trial does next, or at once where nothing
+    can be decided (between two rungs of the scheduler, say); if the decision is to stop,
     `report` does not return (nbtune ends the trial cleanly).
 
     Args:

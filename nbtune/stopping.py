@@ -2,45 +2,65 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from nbtune.schedulers._base import NO_LIMIT
 
 StopFunction = Callable[[int, Mapping[str, Any]], bool]
 
 
-def make_stopper(
-    stop: Mapping[str, float] | StopFunction | None, metric: str | None, mode: str
-) -> StopFunction:
-    """Turn the Tuner's `stop` argument into one function `(trial_id, result) -> bool`.
+class StopCriteria:
+    """The Tuner's `stop` argument as one test, `criteria(trial_id, result) -> bool`.
 
     A dict stops a trial once any of its keys reaches its value: the tuned metric reaches it in
     the direction of `mode` (`{"loss": 0.01}` with mode "min" stops at loss <= 0.01), any other
     key when it is >= the value (`{"training_iteration": 10}` stops after the 10th result).
     """
-    if stop is None:
-        return lambda trial_id, result: False
-    if callable(stop):
-        return stop
-    if not isinstance(stop, Mapping):
-        raise TypeError(
-            f"stop={stop!r}: pass a dict like {{'training_iteration': 10}} "
-            "or a function (trial_id, result) -> bool"
-        )
-    for key, value in stop.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"stop[{key!r}]={value!r}: the threshold must be a number")
-    criteria = dict(stop)
 
-    def reached(trial_id: int, result: Mapping[str, Any]) -> bool:
-        for key, threshold in criteria.items():
-            value = result.get(key)
-            if value is None:
-                continue
-            if key == metric and mode == "min":
-                if value <= threshold:
-                    return True
-            elif value >= threshold:
-                return True
-        return False
+    def __init__(
+        self, stop: Mapping[str, float] | StopFunction | None, metric: str | None, mode: str
+    ) -> None:
+        self._function: StopFunction | None = None
+        self._thresholds: dict[str, float] = {}
+        self._metric = metric
+        self._mode = mode
+        if stop is None:
+            return
+        if callable(stop):
+            self._function = stop
+            return
+        if not isinstance(stop, Mapping):
+            raise TypeError(
+                f"stop={stop!r}: pass a dict like {{'training_iteration': 10}} "
+                "or a function (trial_id, result) -> bool"
+            )
+        for key, value in stop.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"stop[{key!r}]={value!r}: the threshold must be a number")
+        self._thresholds = dict(stop)
 
-    return reached
+    def __call__(self, trial_id: int, result: Mapping[str, Any]) -> bool:
+        if self._function is not None:
+            return bool(self._function(trial_id, result))
+        return any(self._reached(key, result.get(key)) for key in self._thresholds)
+
+    def _reached(self, key: str, value: Any) -> bool:
+        if value is None:
+            return False
+        threshold = self._thresholds[key]
+        if key == self._metric and self._mode == "min":
+            return value <= threshold
+        return value >= threshold
+
+    def free_steps(self, iteration: int) -> int:
+        """How many results after the `iteration`th cannot meet the criteria: all of them when
+        there are none, those before the iteration limit when it is the only one, else 0."""
+        if self._function is not None:
+            return 0
+        if not self._thresholds:
+            return NO_LIMIT
+        if set(self._thresholds) != {"training_iteration"}:
+            return 0
+        return max(0, math.ceil(self._thresholds["training_iteration"]) - iteration - 1)

@@ -33,7 +33,7 @@ from nbtune.schedulers.fifo import FIFOScheduler
 from nbtune.search._base import Searcher
 from nbtune.search.random import RandomSearch
 from nbtune.space import SearchSpace
-from nbtune.stopping import StopFunction, make_stopper
+from nbtune.stopping import StopCriteria, StopFunction
 from nbtune.storage import ExperimentReader, ExperimentStorage
 from nbtune.trainable import is_class_trainable
 from nbtune.trial import Trial, TrialStatus
@@ -158,7 +158,7 @@ class Tuner(ResultsView):
         if self._previous is None:
             self.scheduler.setup(metric, mode, self.seed)
         self.executor = executor or LokyExecutor()
-        self.should_stop = make_stopper(stop, metric, mode)
+        self.should_stop = StopCriteria(stop, metric, mode)
         self.fail_fast = fail_fast
         self.max_failures = _non_negative_int("max_failures", max_failures)
         self._check_free_name()

@@ -1,16 +1,17 @@
 import pytest
 
-from nbtune.stopping import make_stopper
+from nbtune.schedulers._base import NO_LIMIT
+from nbtune.stopping import StopCriteria
 
 
 def test_iteration_threshold_stops_once_reached():
-    stop = make_stopper({"training_iteration": 3}, "loss", "min")
+    stop = StopCriteria({"training_iteration": 3}, "loss", "min")
     assert [stop(0, {"training_iteration": i}) for i in (1, 2, 3, 4)] == [False, False, True, True]
 
 
 def test_the_tuned_metric_is_reached_in_the_direction_of_mode():
-    minimise = make_stopper({"loss": 0.01}, "loss", "min")
-    maximise = make_stopper({"accuracy": 0.9}, "accuracy", "max")
+    minimise = StopCriteria({"loss": 0.01}, "loss", "min")
+    maximise = StopCriteria({"accuracy": 0.9}, "accuracy", "max")
     assert not minimise(0, {"loss": 0.5})
     assert minimise(0, {"loss": 0.005})
     assert not maximise(0, {"accuracy": 0.5})
@@ -18,7 +19,7 @@ def test_the_tuned_metric_is_reached_in_the_direction_of_mode():
 
 
 def test_a_function_gets_the_trial_id_and_result():
-    stop = make_stopper(
+    stop = StopCriteria(
         lambda trial_id, result: trial_id == 2 and result["loss"] < 1, "loss", "min"
     )
     assert stop(2, {"loss": 0.5})
@@ -26,7 +27,7 @@ def test_a_function_gets_the_trial_id_and_result():
 
 
 def test_no_criteria_never_stops():
-    assert not make_stopper(None, "loss", "min")(0, {"loss": 0.0, "training_iteration": 10**6})
+    assert not StopCriteria(None, "loss", "min")(0, {"loss": 0.0, "training_iteration": 10**6})
 
 
 @pytest.mark.parametrize(
@@ -39,4 +40,12 @@ def test_no_criteria_never_stops():
 )
 def test_bad_criteria_are_refused(stop, message):
     with pytest.raises(TypeError, match=message):
-        make_stopper(stop, "loss", "min")
+        StopCriteria(stop, "loss", "min")
+
+
+def test_only_an_iteration_limit_lets_results_go_unchecked():
+    assert StopCriteria({"training_iteration": 10}, "loss", "min").free_steps(3) == 6
+    assert StopCriteria({"training_iteration": 10}, "loss", "min").free_steps(12) == 0
+    assert StopCriteria(None, "loss", "min").free_steps(3) == NO_LIMIT
+    assert StopCriteria({"loss": 0.1}, "loss", "min").free_steps(3) == 0
+    assert StopCriteria(lambda trial_id, result: False, "loss", "min").free_steps(3) == 0

@@ -1,9 +1,10 @@
 """The executor base: runs trials somewhere and brings back what they report.
 
 The runner opens an executor for a run, starts trials on it, and blocks in `poll()` until
-workers have something to say. Every `result` message from a worker waits for a `reply()`
-(the scheduler's decision) before the trial takes its next step. `wakeup()` interrupts a
-`poll()` from another thread, so user commands are served at once.
+workers have something to say. A `result` message that waits gets a `reply()` (the
+scheduler's decision) before the trial takes its next step; one that does not wait can be
+made to by a `nudge()`. `wakeup()` interrupts a `poll()` from another thread, so user
+commands are served at once.
 
 Each executor states what it can do in class attributes; the runner branches on those, never
 on the executor's type.
@@ -28,12 +29,15 @@ class WorkerEvent:
 
 @dataclass(frozen=True)
 class WorkerResult(WorkerEvent):
-    """The trial reported; it waits for a reply. `checkpoint` is an absolute path or None."""
+    """The trial reported. `checkpoint` is an absolute path or None. If it `waits`, the trial
+    takes no further step before a `reply()`; else the runner promised it could go on (see
+    `nbtune.session.TrialSession.report`)."""
 
     metrics: Mapping[str, Any]
     checkpoint: str | None
     output: str
     timestamp: float
+    waits: bool = True
 
 
 @dataclass(frozen=True)
@@ -122,8 +126,13 @@ class Executor:
         """Start one trial; it must not block for the trial's duration."""
         raise NotImplementedError
 
-    def reply(self, trial_id: int, decision: Decision) -> None:
-        """Answer the trial's pending result with the runner's decision."""
+    def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
+        """Answer the trial's pending result with the runner's decision, and how many of its
+        next results may go without waiting for one."""
+        raise NotImplementedError
+
+    def nudge(self, trial_id: int) -> None:
+        """Make the trial's next result wait for a reply (it was told it need not)."""
         raise NotImplementedError
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:

@@ -30,6 +30,7 @@ from typing import Any
 import cloudpickle
 
 from nbtune.executors._base import ONGOING, WorkerEvent, WorkerLost, event_from_message
+from nbtune.session import answer
 
 Translate = Callable[[int, tuple], tuple]
 """Turns a worker's message into the one the runner sees (the Dask executor stores shipped
@@ -76,7 +77,7 @@ def hang_up() -> None:
 def greet(connection: Connection, launch_key: int) -> bool:
     """Name the launch this task runs (and the process); whether the runner still wants it."""
     connection.send(("hello", launch_key, os.getpid()))
-    return bool(connection.recv())
+    return bool(answer(connection))
 
 
 def _no_delay(connection: Connection) -> None:

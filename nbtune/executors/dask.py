@@ -51,7 +51,7 @@ import cloudpickle
 from nbtune.executors._base import Executor, WorkerEvent, WorkerLost
 from nbtune.executors._lines import TrialLines, connect, greet, hang_up, load_trainable
 from nbtune.schedulers._base import Decision
-from nbtune.session import write_atomically
+from nbtune.session import NUDGE, answer, write_atomically
 from nbtune.trainable import TrialLaunch, run_trial
 
 try:
@@ -96,12 +96,15 @@ class _ShippingChannel:
             message = (kind, message[1], self._ship(message[2]), *message[3:])
         if kind == "paused":
             self._connection.send((kind, self._ship(message[1])))
-            self._connection.recv()  # the driver holds it now: the task may clean up
+            answer(self._connection)  # the driver holds it now: the task may clean up
             return
         self._connection.send(message)
 
     def recv(self) -> Any:
         return self._connection.recv()
+
+    def poll(self) -> bool:
+        return self._connection.poll()
 
     def _ship(self, path: str) -> Shipped:
         local = Path(path)
@@ -215,8 +218,11 @@ class DaskExecutor(Executor):
         self._futures[launch_key] = future
         future.add_done_callback(lambda done: self._task_done(launch_key, launch.trial_id, done))
 
-    def reply(self, trial_id: int, decision: Decision) -> None:
-        self._lines.reply(trial_id, decision)
+    def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
+        self._lines.reply(trial_id, (decision, free_steps))
+
+    def nudge(self, trial_id: int) -> None:
+        self._lines.reply(trial_id, NUDGE)
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
         return self._lines.poll(timeout) + self._collect_failed_tasks()

@@ -42,6 +42,7 @@ from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 from nbtune.executors._base import Executor, WorkerEvent, WorkerLost
 from nbtune.executors._lines import TrialLines, connect, greet, hang_up, load_trainable
 from nbtune.schedulers._base import Decision
+from nbtune.session import NUDGE
 from nbtune.trainable import TrialLaunch, run_trial
 
 _IDLE_WORKER_TIMEOUT_S = 300
@@ -162,9 +163,12 @@ class LokyExecutor(Executor):
             functools.partial(self._on_task_done, launch, launch_key, self._pool)
         )
 
-    def reply(self, trial_id: int, decision: Decision) -> None:
+    def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
         """Answer the trial; if its worker has just died, the next poll reports it lost."""
-        self._lines.reply(trial_id, decision)
+        self._lines.reply(trial_id, (decision, free_steps))
+
+    def nudge(self, trial_id: int) -> None:
+        self._lines.reply(trial_id, NUDGE)
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
         events = self._lines.poll(timeout)

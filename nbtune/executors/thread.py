@@ -9,6 +9,7 @@ from typing import Any
 
 from nbtune.executors._base import ONGOING, Executor, WorkerEvent, event_from_message
 from nbtune.schedulers._base import Decision
+from nbtune.session import NUDGE
 from nbtune.trainable import TrialLaunch, run_trial
 
 
@@ -17,7 +18,7 @@ class _ThreadChannel:
 
     def __init__(self, trial_id: int, events: queue.SimpleQueue) -> None:
         self.trial_id = trial_id
-        self.replies: queue.SimpleQueue[Decision] = queue.SimpleQueue()
+        self.replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.forgotten = False
         self._events = events
 
@@ -27,6 +28,9 @@ class _ThreadChannel:
 
     def recv(self) -> Any:
         return self.replies.get()
+
+    def poll(self) -> bool:
+        return not self.replies.empty()
 
 
 class ThreadExecutor(Executor):
@@ -59,8 +63,13 @@ class ThreadExecutor(Executor):
         )
         thread.start()
 
-    def reply(self, trial_id: int, decision: Decision) -> None:
-        self._channels[trial_id].replies.put(decision)
+    def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
+        self._channels[trial_id].replies.put((decision, free_steps))
+
+    def nudge(self, trial_id: int) -> None:
+        channel = self._channels.get(trial_id)
+        if channel is not None:
+            channel.replies.put(NUDGE)
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
         try:
@@ -82,12 +91,12 @@ class ThreadExecutor(Executor):
         channel = self._channels.pop(trial_id, None)
         if channel is not None:
             channel.forgotten = True
-            channel.replies.put(Decision.STOP)
+            channel.replies.put((Decision.STOP, 0))
 
     def wakeup(self) -> None:
         self._events.put(None)
 
     def close(self) -> None:
         for channel in self._channels.values():
-            channel.replies.put(Decision.STOP)
+            channel.replies.put((Decision.STOP, 0))
         self._channels = {}

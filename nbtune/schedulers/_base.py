@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from nbtune.trial import Trial
+
+NO_LIMIT = sys.maxsize
+"""`free_steps` of a trial that nothing will stop or pause early."""
 
 
 class Decision(Enum):
@@ -95,6 +99,29 @@ class Scheduler:
     def on_result(self, trial: Trial, result: Mapping[str, Any]) -> Decision:
         """Decide what `trial` does after `result`."""
         raise NotImplementedError
+
+    def free_steps(self, trial: Trial) -> int:
+        """How many of `trial`'s next results this scheduler is sure to answer CONTINUE.
+
+        The worker sends those without waiting for an answer: each wait is a round trip
+        between processes. The count follows from `next_decision_at` when progress is counted
+        in results (`time_attr="training_iteration"`); with any other `time_attr`, every
+        result waits. `on_result` still hears of every result.
+        """
+        at = self.next_decision_at(trial)
+        if at == math.inf:
+            return NO_LIMIT
+        if self.time_attr != "training_iteration":
+            return 0
+        return max(0, math.ceil(at) - trial.iteration - 1)
+
+    def next_decision_at(self, trial: Trial) -> float:
+        """The least progress, in `time_attr`, at which this scheduler may decide anything but
+        CONTINUE for `trial` (just after its latest result); inf if it never will.
+
+        The default, 0, is always safe: every result waits for the scheduler's decision.
+        """
+        return 0.0
 
     def on_trial_complete(self, trial: Trial) -> None:
         """`trial` ended normally (or was stopped)."""

@@ -97,6 +97,12 @@ class ASHA(Scheduler):
             return Decision.CONTINUE if kept else Decision.STOP
         return Decision.CONTINUE
 
+    def next_decision_at(self, trial: Trial) -> float:
+        """The trial's next rung not yet reached, or `max_t`."""
+        rungs = self.rungs[self._join(trial.trial_id)]
+        ahead = [rung.milestone for rung in rungs if trial.trial_id not in rung.recorded]
+        return min([self.max_t, *ahead])
+
     def promoted(self, bracket: int = 0) -> list[list[int]]:
         """For each rung of `bracket`, lowest first, the trials that reached it in order."""
         return [list(rung.recorded) for rung in self.rungs[bracket]]

@@ -87,6 +87,15 @@ class HyperBand(Scheduler):
             )
         return Decision.PAUSE
 
+    def next_decision_at(self, trial: Trial) -> float:
+        """The rung its bracket waits at, or `max_t`; any result once the trial is judged."""
+        bracket = self._bracket_of.get(trial.trial_id)
+        if bracket is None or trial.trial_id not in bracket.alive:
+            return 0.0
+        if trial.trial_id in bracket.reached:
+            return 0.0
+        return min(self.max_t, bracket.milestone)
+
     def on_trial_complete(self, trial: Trial) -> None:
         self._leave(trial.trial_id)
 

@@ -61,6 +61,10 @@ class MedianStopping(Scheduler):
             return Decision.CONTINUE
         return Decision.STOP if curve.latest < statistics.median(others) else Decision.CONTINUE
 
+    def next_decision_at(self, trial: Trial) -> float:
+        """The end of the grace period; any result after it."""
+        return self.grace_period
+
 
 class _RunningAverage:
     """A trial's average score after each of its results, by progress."""

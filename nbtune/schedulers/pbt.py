@@ -103,6 +103,13 @@ class PBT(Scheduler):
         self.request(Exploit(donor, self.explore(self._members[donor].config), trial.trial_id))
         return Decision.STOP
 
+    def next_decision_at(self, trial: Trial) -> float:
+        """Its next perturbation."""
+        member = self._members.get(trial.trial_id)
+        if member is None:
+            return 0.0
+        return member.last_perturbed + self.perturbation_interval
+
     def on_trial_complete(self, trial: Trial) -> None:
         self._members.pop(trial.trial_id, None)
 

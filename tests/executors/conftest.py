@@ -21,6 +21,7 @@ class Driver:
         self.tmp_path = tmp_path
         executor.open(trainable, max_workers)
         self.events = []
+        self._unread = []
 
     def launch(self, trial_id, config, *, iteration=0, checkpoint_path=None):
         self.executor.start(
@@ -35,18 +36,30 @@ class Driver:
         )
 
     def run_until_ended(self, trial_ids, decide=lambda event: Decision.CONTINUE, timeout=30):
-        """Poll, answering each result with `decide(event)`, until every trial has ended."""
+        """Poll, answering each result that waits with `decide(event)`, until every trial has
+        ended."""
         pending = set(trial_ids)
         deadline = time.monotonic() + timeout
         while pending:
             assert time.monotonic() < deadline, f"trials {pending} did not end in {timeout} s"
             for event in self.executor.poll(1.0):
                 self.events.append(event)
-                if isinstance(event, WorkerResult):
+                if isinstance(event, WorkerResult) and event.waits:
                     self.executor.reply(event.trial_id, decide(event))
                 elif isinstance(event, ENDINGS):
                     pending.discard(event.trial_id)
         return self.events
+
+    def next_result(self, timeout=30):
+        """The oldest result not yet returned, polling for it if need be (every event is kept)."""
+        deadline = time.monotonic() + timeout
+        while not self._unread:
+            assert time.monotonic() < deadline, f"no result in {timeout} s"
+            for event in self.executor.poll(1.0):
+                self.events.append(event)
+                if isinstance(event, WorkerResult):
+                    self._unread.append(event)
+        return self._unread.pop(0)
 
     def results(self, trial_id):
         return [e for e in self.events if isinstance(e, WorkerResult) and e.trial_id == trial_id]

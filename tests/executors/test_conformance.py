@@ -30,6 +30,25 @@ def test_a_report_waits_for_the_reply(drive):
     assert len(driver.results(0)) == 2
 
 
+def test_results_told_they_need_not_wait_go_on_until_a_nudge(drive):
+    driver = drive(trainables.forever)
+    driver.launch(0, {"interval": 0.001})
+    assert driver.next_result().waits, "a trial's first result always waits"
+    driver.executor.reply(0, Decision.CONTINUE, 3)
+    assert [driver.next_result().waits for _ in range(4)] == [False, False, False, True]
+    assert driver.executor.poll(0.3) == [], "the trial went on past its free steps"
+
+    driver.executor.reply(0, Decision.CONTINUE, 10**9)
+    assert not driver.next_result().waits
+    driver.executor.nudge(0)
+    while not driver.next_result().waits:
+        pass
+    assert driver.executor.poll(0.3) == [], "a nudged trial went on without a decision"
+    driver.executor.reply(0, Decision.STOP)
+    driver.run_until_ended([0])
+    assert isinstance(driver.ending(0), WorkerDone)
+
+
 def test_stop_ends_the_trial_at_its_report(drive):
     driver = drive(trainables.forever)
     driver.launch(0, {"interval": 0.001})

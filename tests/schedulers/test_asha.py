@@ -105,3 +105,17 @@ def test_a_missing_time_attr_fails_the_run_with_a_clear_error(make_tuner):
     with pytest.raises(RuntimeError, match=r"needs every result to hold a number under 'epoch'"):
         tuner.run()
     assert tuner.status.state == "failed"
+
+
+def test_results_between_rungs_need_no_answer():
+    asha = nt.ASHA(max_t=27, grace_period=1, reduction_factor=3)
+    asha.setup("loss", "min")
+    trial = nt.Trial(0, {})
+    asha.on_trial_add(trial)
+    free = {}
+    for iteration in (1, 2, 3, 9, 20):
+        trial = trial.evolve(iteration=iteration)
+        asha.on_result(trial, {"loss": 1.0, "training_iteration": iteration})
+        free[iteration] = asha.free_steps(trial)
+    assert free == {1: 1, 2: 0, 3: 5, 9: 17, 20: 6}, "rungs at 3, 9, then the stop at 27"
+    assert nt.ASHA(max_t=27, time_attr="time_total_s").free_steps(trial) == 0
