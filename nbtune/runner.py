@@ -122,6 +122,7 @@ class TrialRunner:
         self._best_value: float | None = None
         self._queue: list[int] = []
         self._occupied: set[int] = set()
+        self._ending: set[int] = set()
         self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
         self._stopping: str | None = None
         self._stopping_since = 0.0
@@ -279,7 +280,9 @@ class TrialRunner:
     # ----- starting trials --------------------------------------------------------------------
 
     def _fill_slots(self) -> None:
-        while not self._paused_all and len(self._occupied) < self.max_concurrent:
+        """Start trials while there is room; a trial told to stop makes room already, so that
+        the next one is on its way while it ends."""
+        while not self._paused_all and len(self._occupied - self._ending) < self.max_concurrent:
             trial = self._next_trial()
             if trial is None:
                 return
@@ -377,6 +380,7 @@ class TrialRunner:
             self._on_result(event)
             return
         self._free_until.pop(event.trial_id, None)
+        self._ending.discard(event.trial_id)
         if isinstance(event, WorkerDone):
             self._on_done(event)
         elif isinstance(event, WorkerPaused):
@@ -423,6 +427,8 @@ class TrialRunner:
         self.searcher.on_result(trial.trial_id, row)
         self.bus.publish(TrialResult(trial.trial_id, row))
         waits_on_scheduler = self._apply_scheduler_requests() or decision is Decision.PAUSE
+        if event.waits:
+            self._end_if_stopped(trial.trial_id, decision)
         self._save_state_now_and_then(at_once=waits_on_scheduler)
 
     def _replayed(self, trial: Trial, event: WorkerResult) -> bool:
@@ -440,7 +446,9 @@ class TrialRunner:
         self._set(trial, journal=event.checkpoint is not None)
         if event.waits:
             ending = self._stopping is not None
-            self._reply(trial, self._ending_decision() if ending else Decision.CONTINUE)
+            decision = self._ending_decision() if ending else Decision.CONTINUE
+            self._reply(trial, decision)
+            self._end_if_stopped(trial.trial_id, decision)
         return True
 
     def _decide(self, trial: Trial, row: Mapping[str, Any]) -> Decision:
@@ -469,6 +477,8 @@ class TrialRunner:
         if decision is Decision.PAUSE:
             self._pause_requested.discard(trial_id)
             self._pausing.add(trial_id)
+        if decision is Decision.STOP:
+            self._ending.add(trial_id)
         free_steps = self._free_steps(trial) if decision is Decision.CONTINUE else 0
         if free_steps:
             self._free_until[trial_id] = trial.iteration + free_steps
@@ -476,11 +486,18 @@ class TrialRunner:
             self._free_until.pop(trial_id, None)
         self.executor.reply(trial_id, decision, free_steps)
 
+    def _end_if_stopped(self, trial_id: int, decision: Decision) -> None:
+        """A trial told to stop has ended: its results are all in, and its worker is taken
+        for the next trial while it winds down (it holds the run open until then)."""
+        if decision is Decision.STOP:
+            self._end(self.trials[trial_id], TrialStatus.TERMINATED)
+
     def _stop_if_waiting(self, event: WorkerResult) -> None:
         """Stop a trial the run is done with; one that does not wait is nudged (see
         `_nudge_free_trials`)."""
         if event.waits:
             self._free_until.pop(event.trial_id, None)
+            self._ending.add(event.trial_id)
             self.executor.reply(event.trial_id, Decision.STOP)
 
     def _free_steps(self, trial: Trial) -> int:
@@ -719,6 +736,7 @@ class TrialRunner:
                 else:
                     self._end(trial, TrialStatus.TERMINATED)
             self._occupied.clear()
+            self._ending.clear()
 
     def _forget_requests(self, trial_id: int) -> None:
         for requests in (
@@ -895,7 +913,7 @@ class TrialRunner:
         self.max_concurrent = max_concurrent
         self.executor.resize(max_concurrent)
         user_pauses = self._pause_requested - self._requeue_requested
-        leaving = {*self._pausing, *user_pauses, *self._stop_requested}
+        leaving = {*self._pausing, *user_pauses, *self._stop_requested, *self._ending}
         running = [
             trial
             for trial in self.trials.values()

@@ -12,6 +12,11 @@ launch, not just the trial, so that a copy of a launch that a back end runs agai
 resubmitted after its worker died) is recognised and refused: a trial never runs twice at
 once and nothing is reported twice. The process executors (loky, Dask) share this module;
 they differ in how tasks reach workers and in the address family (AF_UNIX, or TCP).
+
+A worker may instead serve the whole run (loky): it says ("ready", pid) once, and the runner
+sends each trial's launch down its line whenever the line is idle (`launch()`), which spares
+a task submission and a handshake per trial. A line whose trial was told to stop takes the
+next launch at once (`release()`): the worker reads it as soon as the trial has ended.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import os
 import secrets
 import socket
 import threading
+from collections import deque
 from collections.abc import Callable
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener, wait
@@ -124,6 +130,10 @@ class TrialLines:
         self._connections: dict[Connection, int | None] = {}
         self._by_trial: dict[int, Connection] = {}
         self._expected: dict[int, int] = {}
+        self._serving: dict[Connection, int] = {}
+        self._idle: deque[Connection] = deque()
+        self._ending: deque[Connection] = deque()
+        self._next: dict[Connection, int] = {}
         self._closing = False
         threading.Thread(target=self._accept, name="nbtune-accept", daemon=True).start()
 
@@ -155,6 +165,41 @@ class TrialLines:
         with contextlib.suppress(OSError):
             connection.send(message)
 
+    def launch(self, trial_id: int, launch: Any) -> bool:
+        """Send `launch` down an idle serving line, or else one whose trial is ending (it runs
+        once that trial has); False when there is neither. A line that breaks meanwhile shows
+        up in the next poll."""
+        connection = self._free_line()
+        if connection is None:
+            return False
+        if self._connections[connection] is None:
+            self._assign(connection, trial_id)
+        else:
+            self._next[connection] = trial_id
+        self._pids[trial_id] = self._serving[connection]
+        with contextlib.suppress(OSError):
+            connection.send(launch)
+        return True
+
+    def release(self, trial_id: int) -> None:
+        """The trial was told to stop: its serving line may take the next launch now."""
+        with self._lock:
+            connection = self._by_trial.get(trial_id)
+        if connection in self._serving:
+            self._ending.append(connection)
+
+    def _free_line(self) -> Connection | None:
+        while self._idle:
+            connection = self._idle.popleft()
+            if connection in self._serving:
+                return connection
+        while self._ending:
+            connection = self._ending.popleft()
+            busy = self._connections.get(connection) is not None
+            if connection in self._serving and busy and connection not in self._next:
+                return connection
+        return None
+
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
         """Wait up to `timeout` s for messages (or `wakeup()`); return them as events."""
         with self._lock:
@@ -183,6 +228,7 @@ class TrialLines:
         with self._lock:
             connections = list(self._connections)
             self._connections, self._by_trial, self._expected = {}, {}, {}
+            self._serving, self._idle, self._ending, self._next = {}, deque(), deque(), {}
         for connection in connections:
             connection.close()
 
@@ -195,16 +241,28 @@ class TrialLines:
         try:
             message = connection.recv()
         except (EOFError, OSError):
+            following = self._next.pop(connection, None)
             self._forget(connection)
-            return [] if trial_id is None else [self._lost(trial_id)]
+            lost = [] if trial_id is None else [self._lost(trial_id)]
+            if following is not None:
+                self._pids.pop(following, None)
+                lost.append(WorkerLost(following, "its worker died before it started", True))
+            return lost
         if message[0] == "hello":
             self._greeted(connection, *message[1:])
+            return []
+        if message[0] == "ready":
+            self._serving[connection] = message[1]
+            self._idle.append(connection)
             return []
         if self._translate is not None:
             message = self._translate(trial_id, message)
         if message[0] not in ONGOING:
-            self._assign(connection, None)
             self._pids.pop(trial_id, None)
+            following = self._next.pop(connection, None)
+            self._assign(connection, following)
+            if following is None and connection in self._serving:
+                self._idle.append(connection)
         return [event_from_message(trial_id, message)]
 
     def _lost(self, trial_id: int) -> WorkerLost:
@@ -235,6 +293,7 @@ class TrialLines:
         with self._lock:
             trial_id = self._connections.pop(connection, None)
             self._by_trial.pop(trial_id, None)
+        self._serving.pop(connection, None)
         connection.close()
 
     def _accept(self) -> None:

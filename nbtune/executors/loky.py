@@ -2,20 +2,19 @@
 
     runner thread                               loky worker process
     -------------                               -------------------
-    start(launch) ---- pool.submit ------------> _run_in_worker(trainable, launch, lines, key)
-    accept thread <--- connect(address) -------- (once per worker and run, then kept open)
-    poll(): wait([wakeup pipe, connections]) <-> ("hello", launch key) / True
-    poll() <----------------------------------- ("result", metrics, checkpoint, output, t)
-    reply(trial, decision) --------------------> report() returns, or ends the trial
-    poll() <----------------------------------- ("done", ...) or ("error", ...)
-    future callback -> a worker that died ----> WorkerLost (a bystander if its worker lived)
+    open() ---------- pool.submit, once a worker --> _serve(trainable, lines): the whole run
+    accept thread <--- connect(address) ------------ ("ready", pid)
+    start(launch) ---- down an idle line -----------> run_trial(...), then the next launch
+    poll() <------------------------------ ("result", metrics, checkpoint, output, t, waits)
+    reply(trial, decision) ------------------------> report() returns, or ends the trial
+    poll() <-------------------------------------- ("done", ...) or ("error", ...): line idle
+    future callback: the pool broke -------------> serve again, on a fresh pool
 
-Results and replies travel over one authenticated AF_UNIX connection per worker (about
-0.03 ms per round trip; see `_lines`), which carries its trials one after another. The pool
-is shared by every run in the process that asks for the same number of workers, so a second
-run starts on warm workers. It is nbtune's own pool, never joblib's global one, so
-`joblib.Parallel` keeps working beside it. Trials are submitted only when a worker is free:
-loky queues tasks ahead, and a queued task can no longer be cancelled.
+Each worker runs one serving task per run and takes the run's trials down its authenticated
+AF_UNIX line (about 0.03 ms per round trip; see `_lines`): a trial starts as soon as a line is
+idle, without a task submission or a handshake of its own. The pool is shared by every run in
+the process that asks for the same number of workers, so a second run starts on warm workers.
+It is nbtune's own pool, never joblib's global one, so `joblib.Parallel` keeps working beside it.
 
 A worker that dies breaks the whole pool: loky fails every running task, then kills the
 other workers. The task callbacks run in between, so the workers still alive there are spared by
@@ -27,26 +26,26 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import itertools
 import os
 import signal
 import threading
-from collections import Counter, deque
+import traceback
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from multiprocessing.connection import Connection
 
 import cloudpickle
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from nbtune.executors._base import Executor, WorkerEvent, WorkerLost
-from nbtune.executors._lines import TrialLines, connect, greet, hang_up, load_trainable
+from nbtune.executors._lines import TrialLines, connect, hang_up, load_trainable
 from nbtune.schedulers._base import Decision
-from nbtune.session import NUDGE
+from nbtune.session import NUDGE, answer
 from nbtune.trainable import TrialLaunch, run_trial
 
 _IDLE_WORKER_TIMEOUT_S = 300
-_MAX_RESUBMITS = 3
 _POOL_ERRORS = (BrokenProcessPool, ShutdownExecutorError)
 _every_pool: list[ProcessPoolExecutor] = []
 _idle_pools: dict[int, list[ProcessPoolExecutor]] = {}
@@ -93,16 +92,26 @@ def _shutdown_pools() -> None:
         _idle_pools.clear()
 
 
-def _run_in_worker(
-    payload: bytes, launch: TrialLaunch, launch_key: int, address: str, authkey: bytes
-) -> None:
-    connection = connect(address, authkey)
+def _serve(payload: bytes, address: str, authkey: bytes) -> None:
+    """A worker's task for a whole run: run the trials that come down its line, one after
+    another, until the run hangs up."""
     try:
-        if greet(connection, launch_key):
-            run_trial(load_trainable(payload), launch, connection)
+        connection = connect(address, authkey)
+        connection.send(("ready", os.getpid()))
+        while True:
+            _run_one(payload, answer(connection), connection)
     except (OSError, EOFError):
         hang_up()
-        raise
+
+
+def _run_one(payload: bytes, launch: TrialLaunch, connection: Connection) -> None:
+    try:
+        trainable = load_trainable(payload)
+    except Exception as exc:
+        summary = f"the trainable cannot be loaded in the worker: {type(exc).__name__}: {exc}"
+        connection.send(("error", summary.splitlines()[0], traceback.format_exc(), ""))
+        return
+    run_trial(trainable, launch, connection)
 
 
 class LokyExecutor(Executor):
@@ -125,65 +134,65 @@ class LokyExecutor(Executor):
         self.max_workers = max_workers
         self._pool: ProcessPoolExecutor | None = None
         self._lines: TrialLines | None = None
-        self._keys = itertools.count()
-        self._deaths: deque[tuple[TrialLaunch, int, BaseException]] = deque()
+        self._lock = threading.Lock()
+        self._serving: set[Future] = set()
         self._spared: set[int] = set()
-        self._spared_lock = threading.Lock()
-        self._kill_on_hello: set[int] = set()
+        self._waiting: deque[TrialLaunch] = deque()
+        self._dropped: list[WorkerEvent] = []
+        self._failure: BaseException | None = None
+        self._open = False
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         self._payload = cloudpickle.dumps(trainable)
-        self._pool = _acquire_pool(self.max_workers or max_workers)
+        self._size = self.max_workers or max_workers
+        self._pool = _acquire_pool(self._size)
         self._pools = [self._pool]
-        self._lines = TrialLines(bystander=self._was_spared, greeted=self._greeted)
-        self._resubmits: Counter[int] = Counter()
-        self._deaths.clear()
-        self._spared, self._kill_on_hello = set(), set()
+        self._lines = TrialLines(bystander=self._was_spared)
+        self._serving, self._spared = set(), set()
+        self._waiting.clear()
+        self._dropped, self._failure = [], None
+        self._open = True
+        self._staff()
 
     def start(self, launch: TrialLaunch) -> None:
-        launch_key = next(self._keys)
-        self._lines.expect(launch_key, launch.trial_id)
-        self._submit(launch, launch_key)
+        self._waiting.append(launch)
+        self._dispatch()
 
     def resize(self, max_workers: int) -> None:
-        if max_workers > self._pool._max_workers:
+        if max_workers > self._size:
             self._pool = _acquire_pool(max_workers)
             self._pools.append(self._pool)
-
-    def _submit(self, launch: TrialLaunch, launch_key: int) -> None:
-        lines = self._lines
-        args = (_run_in_worker, self._payload, launch, launch_key, lines.address, lines.authkey)
-        try:
-            future = self._pool.submit(*args)
-        except _POOL_ERRORS:
-            self._pool = _acquire_pool(self._pool._max_workers)
-            self._pools.append(self._pool)
-            future = self._pool.submit(*args)
-        future.add_done_callback(
-            functools.partial(self._on_task_done, launch, launch_key, self._pool)
-        )
+            self._size = max_workers
+            self._staff()
 
     def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
-        """Answer the trial; if its worker has just died, the next poll reports it lost."""
+        """Answer the trial; if its worker has just died, the next poll reports it lost. A
+        trial told to stop leaves its line to the next launch."""
         self._lines.reply(trial_id, (decision, free_steps))
+        if decision is Decision.STOP:
+            self._lines.release(trial_id)
 
     def nudge(self, trial_id: int) -> None:
         self._lines.reply(trial_id, NUDGE)
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
         events = self._lines.poll(timeout)
-        events.extend(self._collect_deaths())
+        self._staff()
+        self._dispatch()
+        events.extend(self._dropped)
+        self._dropped = []
         return events
 
     def kill(self, trial_id: int) -> None:
-        """Kill the trial's worker process (at once, or as soon as it has one)."""
+        """Kill the trial's worker process; a trial still waiting for a line is dropped."""
         pid = self._lines.pid_of(trial_id)
-        if pid is None:
-            self._kill_on_hello.add(trial_id)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             return
-        self._kill_on_hello.discard(trial_id)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        for launch in [launch for launch in self._waiting if launch.trial_id == trial_id]:
+            self._waiting.remove(launch)
+            self._dropped.append(WorkerLost(trial_id, "it was killed before it started"))
 
     def wakeup(self) -> None:
         lines = self._lines
@@ -191,6 +200,7 @@ class LokyExecutor(Executor):
             lines.wakeup()
 
     def abandon(self) -> None:
+        self._open = False
         pools, self._pools = self._pools, []
         for pool in pools:
             pool.shutdown(wait=False, kill_workers=True)
@@ -198,52 +208,63 @@ class LokyExecutor(Executor):
     def close(self) -> None:
         if self._lines is None:
             return
+        self._open = False
         self._lines.close()
         self._lines = None
         for pool in self._pools:
             _release_pool(pool)
 
-    def _collect_deaths(self) -> list[WorkerEvent]:
-        """Trials whose task failed before they connected (a connected one sees EOF instead).
+    def _dispatch(self) -> None:
+        """Send waiting trials down idle lines; with no worker left to serve them, they are lost."""
+        while self._waiting and self._lines.launch(self._waiting[0].trial_id, self._waiting[0]):
+            self._waiting.popleft()
+        if self._waiting and self._failure is not None and not self._serving:
+            error = f"its worker failed: {self._failure!r}"
+            self._dropped.extend(WorkerLost(launch.trial_id, error) for launch in self._waiting)
+            self._waiting.clear()
 
-        A trial submitted just as the pool broke (another worker was killed) never ran: it is
-        submitted again, to a fresh pool, a few times before it counts as lost.
-        """
-        events = []
-        while self._deaths:
-            launch, launch_key, error = self._deaths.popleft()
-            if not self._lines.withdraw(launch_key):
-                continue
-            if isinstance(error, _POOL_ERRORS) and self._resubmits[launch_key] < _MAX_RESUBMITS:
-                self._resubmits[launch_key] += 1
-                self._lines.expect(launch_key, launch.trial_id)
-                self._submit(launch, launch_key)
-                continue
-            events.append(WorkerLost(launch.trial_id, f"its worker failed: {error!r}"))
-        return events
-
-    def _on_task_done(
-        self, launch: TrialLaunch, launch_key: int, pool: ProcessPoolExecutor, future: Future
-    ) -> None:
-        """Runs on loky's thread. When the pool breaks, that is before it kills the surviving
-        workers: note which are still alive (their trials are bystanders)."""
-        error = future.exception()
-        if error is None:
+    def _staff(self) -> None:
+        """One serving task per worker: start those missing (a broken pool is replaced)."""
+        if not self._open:
             return
+        with self._lock:
+            missing = 0 if self._failure is not None else self._size - len(self._serving)
+        for _ in range(missing):
+            self._submit(_serve, self._payload, self._lines.address, self._lines.authkey)
+
+    def _submit(self, *args: object) -> None:
+        try:
+            future = self._pool.submit(*args)
+        except _POOL_ERRORS:
+            self._pool = _acquire_pool(self._pool._max_workers)
+            self._pools.append(self._pool)
+            future = self._pool.submit(*args)
+        with self._lock:
+            self._serving.add(future)
+        future.add_done_callback(functools.partial(self._on_served, self._pool))
+
+    def _on_served(self, pool: ProcessPoolExecutor, future: Future) -> None:
+        """Runs on loky's thread when a serving task ends: its line broke, or its pool did.
+
+        When the pool breaks, that is before it kills the surviving workers: note which are
+        still alive (their trials are bystanders). The task is replaced at the next poll,
+        unless it failed in a way that replacing would only repeat.
+        """
+        error = None if future.cancelled() else future.exception()
         if isinstance(error, _POOL_ERRORS):
             processes = list(pool._processes.items())
-            with self._spared_lock:
+            with self._lock:
                 self._spared.update(pid for pid, process in processes if process.exitcode is None)
-        self._deaths.append((launch, launch_key, error))
-        self.wakeup()
+        with self._lock:
+            self._serving.discard(future)
+            if error is not None and not isinstance(error, _POOL_ERRORS):
+                self._failure = error
+        if self._open:
+            self.wakeup()
 
     def _was_spared(self, pid: int) -> bool:
         """Whether the worker `pid` was alive when its pool broke (consumed once)."""
-        with self._spared_lock:
+        with self._lock:
             spared = pid in self._spared
             self._spared.discard(pid)
         return spared
-
-    def _greeted(self, trial_id: int) -> None:
-        if trial_id in self._kill_on_hello:
-            self.kill(trial_id)

@@ -32,18 +32,25 @@ def loky_driver(tmp_path):
 
 
 def test_trials_run_in_other_processes_and_a_second_run_reuses_them(loky_driver):
-    first = loky_driver(trainables.count_up)
-    first.launch(0, {"steps": 2})
-    first.run_until_ended([0])
-    first_pid = first.results(0)[0].metrics["pid"]
+    first = loky_driver(trainables.forever)
+    first.launch(0, {})
+    first.launch(1, {})
+
+    def stop_once_both_ran(event):
+        both = first.results(0) and first.results(1)
+        return Decision.STOP if both else Decision.CONTINUE
+
+    first.run_until_ended([0, 1], decide=stop_once_both_ran)
+    first_pids = {first.results(i)[0].metrics["pid"] for i in (0, 1)}
     first.executor.close()
     second = loky_driver(trainables.count_up)
     second.launch(0, {"steps": 1})
     second.launch(1, {"steps": 1})
     second.run_until_ended([0, 1])
     pids = {second.results(i)[0].metrics["pid"] for i in (0, 1)}
-    assert first_pid != os.getpid()
-    assert first_pid in pids, "the second run should start on the first run's warm workers"
+    assert os.getpid() not in first_pids
+    assert len(first_pids) == 2, "two trials at once run in two processes"
+    assert pids <= first_pids, "the second run should start on the first run's warm workers"
 
 
 def test_what_a_trial_prints_is_shipped_with_its_report(loky_driver, capfd):
