@@ -99,14 +99,13 @@ def _no_delay(connection: Connection) -> None:
 class TrialLines:
     """The runner's end of every worker's line, listening at `address` (AF_UNIX by default).
 
-    `expect(key, trial_id)` before a launch is submitted; `poll()` returns what the workers
-    said, a line that broke while it served a trial as `WorkerLost`; `reply()` answers a trial.
-    Thread-safe where `Executor` needs it to be: `wakeup()`, and the bookkeeping that the
-    accept thread shares.
+    `expect(key, trial_id)` before a launch is submitted (or `launch()` down a serving
+    line); `poll()` returns what the workers said, a line that broke while it served a trial
+    as `WorkerLost`; `reply()` answers a trial. Thread-safe where `Executor` needs it to be:
+    `wakeup()`, and the bookkeeping that the accept thread shares.
 
     `bystander(pid)` says whether a worker whose line broke was lost only because another one
-    died (its trial then comes back as a bystander); `greeted(trial_id)` hears of each trial
-    that connected, once its process id is known (`pid_of`).
+    died (its trial then comes back as a bystander).
     """
 
     def __init__(
@@ -115,7 +114,6 @@ class TrialLines:
         address: Any = None,
         translate: Translate | None = None,
         bystander: Callable[[int], bool] | None = None,
-        greeted: Callable[[int], None] | None = None,
     ) -> None:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_write, False)
@@ -124,7 +122,6 @@ class TrialLines:
         self.address = self._listener.address
         self._translate = translate
         self._bystander = bystander
-        self._on_greeted = greeted
         self._pids: dict[int, int] = {}
         self._lock = threading.Lock()
         self._connections: dict[Connection, int | None] = {}
@@ -279,8 +276,6 @@ class TrialLines:
             self._pids[trial_id] = pid
         with contextlib.suppress(OSError):
             connection.send(trial_id is not None)
-        if trial_id is not None and self._on_greeted is not None:
-            self._on_greeted(trial_id)
 
     def _assign(self, connection: Connection, trial_id: int | None) -> None:
         with self._lock:
