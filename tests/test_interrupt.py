@@ -18,8 +18,9 @@ import nbtune as nt
 def start_driver(runs: Path, name: str, trainable: str, space: dict) -> subprocess.Popen:
     """A script that runs a tuner and waits for it, as a user's script (or cell) does."""
     code = textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even when
+        sys.path.insert(0, {str(Path(__file__).parent)!r})  # the suite runs in the background
         import nbtune as nt, trainables
         tuner = nt.Tuner(trainables.{trainable}, {space!r}, metric="loss", max_concurrent=2,
                          name={name!r}, storage_path={str(runs)!r}, progress=False)
