@@ -65,6 +65,9 @@ from nbtune.trial import Trial, TrialStatus, better_of
 _IDLE_POLL_S = 1.0
 _STOP_GRACE_S = 10.0
 _SAVE_STATE_EVERY_S = 1.0
+_MAX_FREE_STEPS = 8
+"""At most this many results of a trial go unanswered in a row, so that a trial that reports
+in a tight loop cannot queue up more results than the runner keeps up with."""
 
 
 class TrialRunner:
@@ -506,7 +509,8 @@ class TrialRunner:
         as neither the scheduler nor the stop criteria can act on."""
         if self._must_answer(trial.trial_id) or trial.trial_id in self._replay_until:
             return 0
-        return min(self.scheduler.free_steps(trial), self.should_stop.free_steps(trial.iteration))
+        free_steps = self.scheduler.free_steps(trial), self.should_stop.free_steps(trial.iteration)
+        return min(*free_steps, _MAX_FREE_STEPS)
 
     def _must_answer(self, trial_id: int) -> bool:
         """Whether the trial's next result must wait: the runner will not answer CONTINUE."""
