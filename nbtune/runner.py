@@ -139,7 +139,7 @@ class TrialRunner:
         self._requeue_requested: set[int] = set()
         self._replay_until: dict[int, int] = {}
         self._heard_at: dict[int, float] = {}
-        self._free_until: dict[int, int] = {}
+        self._reporting_freely: set[int] = set()
         self._timed_out: dict[int, str] = {}
         self._hold = False
         self._user_paused: set[int] = set()
@@ -382,7 +382,7 @@ class TrialRunner:
         if isinstance(event, WorkerResult):
             self._on_result(event)
             return
-        self._free_until.pop(event.trial_id, None)
+        self._reporting_freely.discard(event.trial_id)
         self._ending.discard(event.trial_id)
         if isinstance(event, WorkerDone):
             self._on_done(event)
@@ -484,9 +484,9 @@ class TrialRunner:
             self._ending.add(trial_id)
         free_steps = self._free_steps(trial) if decision is Decision.CONTINUE else 0
         if free_steps:
-            self._free_until[trial_id] = trial.iteration + free_steps
+            self._reporting_freely.add(trial_id)
         else:
-            self._free_until.pop(trial_id, None)
+            self._reporting_freely.discard(trial_id)
         self.executor.reply(trial_id, decision, free_steps)
 
     def _end_if_stopped(self, trial_id: int, decision: Decision) -> None:
@@ -499,9 +499,7 @@ class TrialRunner:
         """Stop a trial the run is done with; one that does not wait is nudged (see
         `_nudge_free_trials`)."""
         if event.waits:
-            self._free_until.pop(event.trial_id, None)
-            self._ending.add(event.trial_id)
-            self.executor.reply(event.trial_id, Decision.STOP)
+            self._reply(self.trials[event.trial_id], Decision.STOP)
 
     def _free_steps(self, trial: Trial) -> int:
         """How many results the trial may send after this one without waiting for an answer:
@@ -530,8 +528,8 @@ class TrialRunner:
     def _nudge_free_trials(self) -> None:
         """Make the next report of each trial that need not wait, but that the runner now
         has something to tell (a pause, a stop, the run's end), wait for the answer."""
-        for trial_id in [t for t in self._free_until if self._must_answer(t)]:
-            del self._free_until[trial_id]
+        for trial_id in [t for t in self._reporting_freely if self._must_answer(t)]:
+            self._reporting_freely.discard(trial_id)
             self.executor.nudge(trial_id)
 
     def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:

@@ -129,7 +129,7 @@ class TrialLines:
         self._expected: dict[int, int] = {}
         self._serving: dict[Connection, int] = {}
         self._idle: deque[Connection] = deque()
-        self._ending: deque[Connection] = deque()
+        self._released: set[int] = set()
         self._next: dict[Connection, int] = {}
         self._closing = False
         threading.Thread(target=self._accept, name="nbtune-accept", daemon=True).start()
@@ -180,20 +180,19 @@ class TrialLines:
 
     def release(self, trial_id: int) -> None:
         """The trial was told to stop: its serving line may take the next launch now."""
-        with self._lock:
-            connection = self._by_trial.get(trial_id)
-        if connection in self._serving:
-            self._ending.append(connection)
+        self._released.add(trial_id)
 
     def _free_line(self) -> Connection | None:
+        """An idle serving line, or else one whose trial was told to stop and that has no
+        launch queued behind it yet."""
         while self._idle:
             connection = self._idle.popleft()
             if connection in self._serving:
                 return connection
-        while self._ending:
-            connection = self._ending.popleft()
-            busy = self._connections.get(connection) is not None
-            if connection in self._serving and busy and connection not in self._next:
+        while self._released:
+            with self._lock:
+                connection = self._by_trial.get(self._released.pop())
+            if connection in self._serving and connection not in self._next:
                 return connection
         return None
 
@@ -225,7 +224,7 @@ class TrialLines:
         with self._lock:
             connections = list(self._connections)
             self._connections, self._by_trial, self._expected = {}, {}, {}
-            self._serving, self._idle, self._ending, self._next = {}, deque(), deque(), {}
+            self._serving, self._idle, self._released, self._next = {}, deque(), set(), {}
         for connection in connections:
             connection.close()
 
@@ -243,7 +242,8 @@ class TrialLines:
             lost = [] if trial_id is None else [self._lost(trial_id)]
             if following is not None:
                 self._pids.pop(following, None)
-                lost.append(WorkerLost(following, "its worker died before it started", True))
+                error = "its worker died before it started"
+                lost.append(WorkerLost(following, error, bystander=True))
             return lost
         if message[0] == "hello":
             self._greeted(connection, *message[1:])
@@ -256,6 +256,7 @@ class TrialLines:
             message = self._translate(trial_id, message)
         if message[0] not in ONGOING:
             self._pids.pop(trial_id, None)
+            self._released.discard(trial_id)
             following = self._next.pop(connection, None)
             self._assign(connection, following)
             if following is None and connection in self._serving:

@@ -251,13 +251,12 @@ class LokyExecutor(Executor):
         unless it failed in a way that replacing would only repeat.
         """
         error = None if future.cancelled() else future.exception()
-        if isinstance(error, _POOL_ERRORS):
-            processes = list(pool._processes.items())
-            with self._lock:
-                self._spared.update(pid for pid, process in processes if process.exitcode is None)
         with self._lock:
             self._serving.discard(future)
-            if error is not None and not isinstance(error, _POOL_ERRORS):
+            if isinstance(error, _POOL_ERRORS):
+                processes = pool._processes.items()
+                self._spared.update(pid for pid, process in processes if process.exitcode is None)
+            elif error is not None:
                 self._failure = error
         if self._open:
             self.wakeup()

@@ -90,9 +90,8 @@ class HyperBand(Scheduler):
     def next_decision_at(self, trial: Trial) -> float:
         """The rung its bracket waits at, or `max_t`; any result once the trial is judged."""
         bracket = self._bracket_of.get(trial.trial_id)
-        if bracket is None or trial.trial_id not in bracket.alive:
-            return 0.0
-        if trial.trial_id in bracket.reached:
+        judged = bracket is None or trial.trial_id not in bracket.alive
+        if judged or trial.trial_id in bracket.reached:
             return 0.0
         return min(self.max_t, bracket.milestone)
 

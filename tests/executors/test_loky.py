@@ -13,7 +13,7 @@ import trainables
 from executors.conftest import Driver
 
 import nbtune as nt
-from nbtune.executors._base import WorkerLost
+from nbtune.executors._base import WorkerDone, WorkerLost
 from nbtune.schedulers import Decision
 
 
@@ -81,6 +81,23 @@ def test_a_killed_worker_is_reported_lost_and_the_executor_recovers(loky_driver)
     after.run_until_ended([1])
     assert len(after.results(1)) == 2
     assert after.results(1)[0].metrics["pid"] != killed[0]
+
+
+def test_killing_a_trial_that_waits_for_a_worker_spares_the_trial_on_that_worker(loky_driver):
+    driver = loky_driver(trainables.forever, max_workers=1)
+    driver.launch(0, {})
+    driver.next_result()
+    driver.executor.reply(0, Decision.STOP)
+    driver.run_until_ended([0])
+    driver.launch(1, {})
+    assert driver.next_result().trial_id == 1
+    driver.launch(2, {})
+    driver.executor.kill(2)
+    driver.executor.reply(1, Decision.CONTINUE)
+    driver.run_until_ended([1, 2], decide=lambda event: Decision.STOP)
+    assert isinstance(driver.ending(1), WorkerDone), "trial 1's worker was not killed"
+    assert driver.ending(2) == WorkerLost(2, "it was killed before it started")
+    assert not driver.results(2)
 
 
 def test_the_channel_rejects_a_client_without_the_key(loky_driver):
