@@ -250,11 +250,11 @@ class TrialRunner:
                 continue
             self._nudge_free_trials()
             self._time_out_silent_trials()
+            self.storage.check()
             events = self.executor.poll(self._poll_timeout(deadline))
             with self.lock:
                 for event in events:
                     self._handle(event)
-            self.storage.check()
 
     def _nothing_left(self) -> bool:
         """No trial waits, none is paused, and the searcher has no more to give."""
@@ -356,8 +356,9 @@ class TrialRunner:
         return len(self._queue)
 
     def _launch(self, trial: Trial) -> None:
+        """Send the trial to a worker, then journal it as running (a crash in between leaves
+        it pending, which is just as true: it has reported nothing yet)."""
         trial = trial.evolve(status=TrialStatus.RUNNING, started_at=time.time())
-        self._set(trial)
         self._occupied.add(trial.trial_id)
         self._heard_at[trial.trial_id] = time.monotonic()
         self.executor.start(
@@ -370,6 +371,7 @@ class TrialRunner:
                 capture_output=self.executor.captures_output,
             )
         )
+        self._set(trial)
         self.bus.publish(TrialStarted(trial.trial_id, trial.checkpoint_iteration))
 
     def _absolute(self, checkpoint: str | None) -> str | None:

@@ -21,6 +21,7 @@ columns in result tables; that is why keys may not contain "/" themselves.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import numbers
 from abc import ABC, abstractmethod
@@ -228,6 +229,15 @@ class SearchSpace:
         self._leaves = flatten_config(self._space)
         self._grids = [(name, d) for name, d in self._leaves.items() if isinstance(d, Grid)]
 
+    @functools.cached_property
+    def _sampled(self) -> list[tuple[str, Domain]]:
+        """The leaves drawn at random, in parameter order."""
+        return [
+            (name, leaf)
+            for name, leaf in self._leaves.items()
+            if isinstance(leaf, Domain) and not isinstance(leaf, Grid | SampleFrom)
+        ]
+
     @property
     def parameter_names(self) -> tuple[str, ...]:
         """Every leaf's "/"-joined name, constants included, in definition order."""
@@ -262,13 +272,13 @@ class SearchSpace:
         """
         if index < 0 or seed < 0:
             raise ValueError(f"config(index={index}, seed={seed}): both must be >= 0")
-        import numpy as np  # here, so that worker processes never need it
-
-        rng = np.random.default_rng([seed, index])
         values = self._grid_point(index)
-        for name, leaf in self._leaves.items():
-            if isinstance(leaf, Domain) and not isinstance(leaf, Grid | SampleFrom):
-                values[name] = leaf.sample(rng)
+        if self._sampled:
+            import numpy as np  # here, so that worker processes never need it
+
+            rng = np.random.default_rng([seed, index])
+            for name, domain in self._sampled:
+                values[name] = domain.sample(rng)
         return self.complete(values)
 
     def complete(self, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,14 +33,13 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from multiprocessing.connection import Connection
 
 import cloudpickle
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from nbtune.executors._base import Executor, WorkerEvent, WorkerLost
-from nbtune.executors._lines import TrialLines, connect, hang_up, load_trainable
+from nbtune.executors._lines import TrialLines, WorkerLine, connect, hang_up, load_trainable
 from nbtune.schedulers._base import Decision
 from nbtune.session import NUDGE, answer
 from nbtune.trainable import TrialLaunch, run_trial
@@ -104,7 +103,7 @@ def _serve(payload: bytes, address: str, authkey: bytes) -> None:
         hang_up()
 
 
-def _run_one(payload: bytes, launch: TrialLaunch, connection: Connection) -> None:
+def _run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> None:
     try:
         trainable = load_trainable(payload)
     except Exception as exc:

@@ -125,7 +125,7 @@ def test_a_second_copy_of_a_launch_is_refused():
         hang_up()
         connection = connect(lines.address, lines.authkey)
         connection.send(("hello", launch_key, os.getpid()))
-        while not connection.poll(0):
+        while not connection.poll():
             lines.poll(1.0)
         return connection.recv()
 
