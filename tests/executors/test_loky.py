@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Client
 
 import pytest
@@ -106,6 +108,19 @@ def test_the_channel_rejects_a_client_without_the_key(loky_driver):
     driver = loky_driver(trainables.count_up)
     with pytest.raises(AuthenticationError):
         Client(driver.executor._lines.address, family="AF_UNIX", authkey=b"wrong key")
+    driver.launch(0, {"steps": 2})
+    driver.run_until_ended([0])
+    assert len(driver.results(0)) == 2
+
+
+def test_a_client_that_hangs_up_in_the_handshake_leaves_the_line_open(loky_driver):
+    driver = loky_driver(trainables.count_up)
+    lines = driver.executor._lines
+    with socket.socket(socket.AF_UNIX) as bare:
+        bare.connect(lines.address)
+        assert bare.recv(4096), "the runner's challenge"
+    connected = ThreadPoolExecutor(1).submit(Client, lines.address, "AF_UNIX", lines.authkey)
+    connected.result(timeout=10).close()
     driver.launch(0, {"steps": 2})
     driver.run_until_ended([0])
     assert len(driver.results(0)) == 2
