@@ -47,12 +47,21 @@ MAX_T = 27
 """Most iterations of a trial in the early-stopping workloads (ASHA's max_t)."""
 GRACE_PERIOD = 1
 REDUCTION_FACTOR = 3
-FRAMEWORKS = ("nbtune", "nbtune-hyperband", "ray", "optuna-sha", "optuna-hyperband")
+FRAMEWORKS = (
+    "nbtune",
+    "nbtune-hyperband",
+    "nbtune-threads",
+    "ray",
+    "optuna-sha",
+    "optuna-hyperband",
+)
 BRACKETS = 4
 """Brackets of the Hyperband variants: Optuna's HyperbandPruner(1, 27, 3) makes
 floor(log_3(27 / 1)) + 1 of them, and nbtune's ASHA(brackets=4) the same rungs."""
 COUNTERPART = {"ray": "nbtune", "optuna-sha": "nbtune", "optuna-hyperband": "nbtune-hyperband"}
-"""Which nbtune run each peer's early stopping is compared with: like with like."""
+"""Which nbtune run each peer's early stopping is compared with: like with like. `nbtune-threads`
+(ASHA with trials on threads of this process, as Optuna runs them) is for information: it tells
+what nbtune's worker processes cost on a workload that sleeps."""
 
 Point = Mapping[str, Any]
 """One configuration of a workload."""
@@ -210,10 +219,16 @@ def nbtune_trainable(config: dict[str, Any]) -> None:
 
 
 def run_nbtune(
-    workload: Workload, points: list[Point], seed: int, storage: str, brackets: int = 1
+    workload: Workload,
+    points: list[Point],
+    seed: int,
+    storage: str,
+    brackets: int = 1,
+    executor: nt.Executor | None = None,
 ) -> Outcome:
-    """nbtune with 2 loky workers; ASHA for the early-stopping workloads, with `brackets`
-    brackets (asynchronous Hyperband, as Li et al. describe it, when there are several)."""
+    """nbtune with 2 loky workers (or `executor`); ASHA for the early-stopping workloads, with
+    `brackets` brackets (asynchronous Hyperband, as Li et al. describe it, when there are
+    several)."""
     scheduler = None
     if workload.early_stopping:
         scheduler = nt.ASHA(
@@ -229,6 +244,7 @@ def run_nbtune(
         mode=workload.mode,
         max_concurrent=WORKERS,
         scheduler=scheduler,
+        executor=executor,
         name=f"{workload.name}-{seed}",
         storage_path=storage,
         seed=seed,
@@ -351,6 +367,8 @@ def run(framework: str, workload: Workload, points: list[Point], seed: int) -> O
             return run_nbtune(workload, points, seed, storage)
         if framework == "nbtune-hyperband":
             return run_nbtune(workload, points, seed, storage, brackets=BRACKETS)
+        if framework == "nbtune-threads":
+            return run_nbtune(workload, points, seed, storage, executor=nt.ThreadExecutor())
         if framework == "ray":
             return run_ray(workload, points, seed, storage)
         return run_optuna(workload, points, seed, storage, framework)
@@ -411,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework", choices=["all", "nbtune", "ray", "optuna"], default="all")
     parser.add_argument("--workload", choices=["all", *WORKLOADS], default="all")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per workload (default 3)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each seed per framework (default 3)"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     args = parser.parse_args(argv)
     frameworks = [f for f in FRAMEWORKS if args.framework in ("all", f.partition("-")[0])]
@@ -426,8 +447,10 @@ def main(argv: list[str] | None = None) -> int:
         outcomes: dict[str, list[Outcome]] = {framework: [] for framework in names}
         for seed in range(args.seeds):
             points = workload.points(seed, sizes)
-            for framework in names:
-                failed += not measure(framework, workload, points, seed, outcomes[framework])
+            for repeat in range(args.repeats):
+                for framework in names:
+                    run_ok = measure(framework, workload, points, seed, repeat, outcomes[framework])
+                    failed += not run_ok
         print(json.dumps(summary(workload, outcomes)), flush=True)
     return 1 if failed else 0
 
@@ -440,14 +463,19 @@ def frameworks_for(workload: Workload, frameworks: list[str]) -> list[str]:
 
 
 def measure(
-    framework: str, workload: Workload, points: list[Point], seed: int, into: list[Outcome]
+    framework: str,
+    workload: Workload,
+    points: list[Point],
+    seed: int,
+    repeat: int,
+    into: list[Outcome],
 ) -> bool:
     """Run once and print its line (an `error` line if it failed); whether it succeeded."""
     others = OtherCpu()
     try:
         outcome = run(framework, workload, points, seed)
     except Exception as exc:
-        line = {"workload": workload.name, "framework": framework, "seed": seed}
+        line = {"workload": workload.name, "framework": framework, "seed": seed, "repeat": repeat}
         print(json.dumps({**line, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return False
     into.append(outcome)
@@ -459,6 +487,7 @@ def measure(
         None,
         framework=framework,
         seed=seed,
+        repeat=repeat,
         wall_s=outcome.wall_s,
         iterations=outcome.iterations,
         best=outcome.best,
