@@ -17,19 +17,22 @@ from nbtune.events import TrialPaused, TrialRetried, TrialStarted
 N = 12
 
 
+@pytest.fixture
+def tuner_on_executor(make_tuner, log, executor_class):
+    """A Tuner of `trainable` over `space` on the executor under test, its events in `log`."""
+
+    def make(trainable, space, **options):
+        return make_tuner(
+            trainable, space, metric="loss", executor=executor_class(), callbacks=[log], **options
+        )
+
+    return make
+
+
 @pytest.mark.parametrize(("checkpoint", "paused_by"), [(True, "checkpoint"), (False, "suspend")])
-def test_pause_and_resume_lose_and_repeat_nothing(
-    make_tuner, log, executor_class, checkpoint, paused_by
-):
+def test_pause_and_resume_lose_and_repeat_nothing(tuner_on_executor, log, checkpoint, paused_by):
     space = {"steps": N, "checkpoint": checkpoint, "x": nt.grid([0, 1])}
-    tuner = make_tuner(
-        trainables.steps,
-        space,
-        metric="loss",
-        max_concurrent=1,
-        executor=executor_class(),
-        callbacks=[log],
-    )
+    tuner = tuner_on_executor(trainables.steps, space, max_concurrent=1)
     tuner.start()
     log.wait_for(result_of(0, 3))
     tuner.pause(0)
@@ -44,11 +47,9 @@ def test_pause_and_resume_lose_and_repeat_nothing(
     assert (history["step"] == history["training_iteration"]).all(), "no step run twice"
 
 
-def test_a_fork_carries_on_from_its_parents_checkpoint(make_tuner, log, executor_class):
+def test_a_fork_carries_on_from_its_parents_checkpoint(tuner_on_executor, log):
     space = {"steps": N, "checkpoint": True, "lr": 1.0}
-    tuner = make_tuner(
-        trainables.steps, space, metric="loss", executor=executor_class(), callbacks=[log]
-    )
+    tuner = tuner_on_executor(trainables.steps, space)
     tuner.start()
     log.wait_for(result_of(0, 4))
     child = tuner.fork(0, {"lr": 0.5})
@@ -60,16 +61,9 @@ def test_a_fork_carries_on_from_its_parents_checkpoint(make_tuner, log, executor
     assert child_history["loss"].tolist() == pytest.approx([0.5 / t for t in range(first, N + 1)])
 
 
-def test_a_failing_trial_is_retried_from_its_checkpoint(make_tuner, tmp_path, log, executor_class):
+def test_a_failing_trial_is_retried_from_its_checkpoint(tuner_on_executor, tmp_path, log):
     space = {"steps": N, "marker": str(tmp_path / "failed-once")}
-    tuner = make_tuner(
-        trainables.fails_once,
-        space,
-        metric="loss",
-        max_failures=1,
-        executor=executor_class(),
-        callbacks=[log],
-    )
+    tuner = tuner_on_executor(trainables.fails_once, space, max_failures=1)
     tuner.run()
     assert tuner.get_trial(0).status is nt.TrialStatus.TERMINATED
     assert [(e.trial_id, e.attempt) for e in log.of(TrialRetried)] == [(0, 2)]
