@@ -25,7 +25,7 @@ from nbtune.schedulers import (
     MedianStopping,
     Scheduler,
 )
-from nbtune.search import ConcurrencyLimiter, OptunaSearch, RandomSearch, Searcher
+from nbtune.search import ConcurrencyLimiter, OptunaSearch, RandomSearch, Repeater, Searcher
 from nbtune.session import get_checkpoint, get_trial_id, report
 from nbtune.space import choice, grid, loguniform, randint, sample_from, uniform
 from nbtune.trainable import Trainable
@@ -79,6 +79,7 @@ __all__ = [
     "MedianStopping",
     "OptunaSearch",
     "RandomSearch",
+    "Repeater",
     "RunEndedError",
     "Scheduler",
     "Searcher",

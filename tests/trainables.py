@@ -219,3 +219,14 @@ def big_checkpoint(config):
     start = checkpoint["step"] if checkpoint else 0
     for step in range(start + 1, config["steps"] + 1):
         nt.report(loss=1.0 / step, resumed_intact=intact, checkpoint={"step": step, "data": BIG})
+
+
+def repeated(config):
+    """(x - 0.5)^2 plus a tenth of the trial's index in its Repeater group (a stand-in for
+    seed noise), over `steps` checkpointed results every `interval` s."""
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["step"] if checkpoint else 0
+    loss = (config["x"] - 0.5) ** 2 + config["__trial_index__"] / 10
+    for step in range(start + 1, config.get("steps", 1) + 1):
+        time.sleep(config.get("interval", 0))
+        nt.report(loss=loss, checkpoint={"step": step})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -58,3 +60,43 @@ class Searcher:
 
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
         """`trial_id` ended; `result` is its last result (None if it reported nothing)."""
+
+
+class WrappingSearcher(Searcher):
+    """A searcher around another one (`searcher`) that passes on every call it does not
+    change itself."""
+
+    def __init__(self, searcher: Searcher) -> None:
+        self.searcher = searcher
+
+    def setup(
+        self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
+    ) -> None:
+        super().setup(space, metric, mode, num_samples, seed)
+        self.searcher.setup(space, metric, mode, num_samples, seed)
+
+    def suggest(self, trial_id: int) -> dict[str, Any] | None:
+        return self.searcher.suggest(trial_id)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.searcher.is_finished
+
+    def extend(self, num_samples: int) -> None:
+        self.searcher.extend(num_samples)
+
+    def restore(self, trials: Sequence[Trial]) -> None:
+        self.searcher.restore(trials)
+
+    def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
+        self.searcher.on_result(trial_id, result)
+
+    def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
+        self.searcher.on_complete(trial_id, result, error)
+
+
+def finite(value: Any) -> float | None:
+    """`value` as a float if it is a finite number, else None: what a searcher can learn from."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    return float(value) if math.isfinite(value) else None

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nbtune.search._base import Searcher
-from nbtune.space import SearchSpace
+from nbtune.search._base import Searcher, WrappingSearcher
 from nbtune.trial import Trial
 
 
-class ConcurrencyLimiter(Searcher):
+class ConcurrencyLimiter(WrappingSearcher):
     """Lets `searcher` suggest only while fewer than `max_concurrent` of its trials are unfinished.
 
     A model-based searcher learns from finished trials: the fewer run at once, the more each
@@ -28,15 +27,9 @@ class ConcurrencyLimiter(Searcher):
             raise TypeError(f"max_concurrent={max_concurrent!r}: expects an int >= 1")
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent={max_concurrent}: must be >= 1")
-        self.searcher = searcher
+        super().__init__(searcher)
         self.max_concurrent = max_concurrent
         self._unfinished: set[int] = set()
-
-    def setup(
-        self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
-    ) -> None:
-        super().setup(space, metric, mode, num_samples, seed)
-        self.searcher.setup(space, metric, mode, num_samples, seed)
 
     def suggest(self, trial_id: int) -> dict[str, Any] | None:
         if len(self._unfinished) >= self.max_concurrent:
@@ -46,13 +39,6 @@ class ConcurrencyLimiter(Searcher):
             self._unfinished.add(trial_id)
         return config
 
-    @property
-    def is_finished(self) -> bool:
-        return self.searcher.is_finished
-
-    def extend(self, num_samples: int) -> None:
-        self.searcher.extend(num_samples)
-
     def restore(self, trials: Sequence[Trial]) -> None:
         self.searcher.restore(trials)
         self._unfinished = {
@@ -60,9 +46,6 @@ class ConcurrencyLimiter(Searcher):
             for trial in trials
             if trial.origin == "searcher" and not trial.status.is_finished
         }
-
-    def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
-        self.searcher.on_result(trial_id, result)
 
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
         self._unfinished.discard(trial_id)

@@ -12,11 +12,10 @@ ones, as `SearchSpace.config` does. Optuna is an optional extra, imported only w
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbtune.search._base import Searcher
+from nbtune.search._base import Searcher, finite
 from nbtune.space import Choice, Domain, Grid, LogUniform, RandInt, SampleFrom, SearchSpace, Uniform
 from nbtune.trial import Trial, TrialStatus
 
@@ -96,7 +95,7 @@ class OptunaSearch(Searcher):
 
     def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
         trial = self._running.get(trial_id)
-        value = _finite(result.get(self.metric))
+        value = finite(result.get(self.metric))
         if trial is not None and value is not None:
             trial.report(value, result["training_iteration"])
 
@@ -104,7 +103,7 @@ class OptunaSearch(Searcher):
         trial = self._running.pop(trial_id, None)
         if trial is None:
             return
-        value = None if error or result is None else _finite(result.get(self.metric))
+        value = None if error or result is None else finite(result.get(self.metric))
         if value is None:
             from optuna.trial import TrialState
 
@@ -202,13 +201,6 @@ def _distribution(name: str, domain: Domain) -> optuna.distributions.BaseDistrib
             "use choice(...) instead, or RandomSearch for a grid"
         )
     raise TypeError(f"OptunaSearch does not know the domain {domain!r} of {name!r}")
-
-
-def _finite(value: Any) -> float | None:
-    """`value` as a float if it is a finite number, else None."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def _import_optuna():

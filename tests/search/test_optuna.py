@@ -15,7 +15,6 @@ import trainables
 
 import nbtune as nt
 from nbtune import registry
-from nbtune.events import TrialPaused, TrialResult
 from nbtune.search.optuna import OptunaSearch, distributions
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
@@ -229,7 +228,7 @@ def test_without_optuna_installed_constructing_it_says_how_to_install_it():
     assert out.stdout == "OptunaSearch needs Optuna: pip install 'nbtune[optuna]'\n"
 
 
-def test_a_real_run_is_stopped_with_a_paused_trial_and_restored(make_tuner, log):
+def test_a_real_run_is_stopped_with_a_paused_trial_and_restored(make_tuner, stop_midway):
     space = {"steps": 30, "interval": 0.02, "checkpoint": True, "lr": nt.loguniform(0.1, 1)}
     tuner = make_tuner(
         trainables.steps,
@@ -238,14 +237,8 @@ def test_a_real_run_is_stopped_with_a_paused_trial_and_restored(make_tuner, log)
         num_samples=4,
         searcher=OptunaSearch(),
         seed=1,
-        callbacks=[log],
     )
-    tuner.start()
-    log.wait_for(lambda e: isinstance(e, TrialResult) and e.trial_id == 0)
-    tuner.pause(0)
-    log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 0)
-    tuner.stop()
-    assert tuner.wait(30)
+    stop_midway(tuner)
     assert tuner.get_trial(0).status is nt.TrialStatus.PAUSED
 
     again = nt.Tuner.restore(tuner.path, trainables.steps, progress=False)
