@@ -89,16 +89,21 @@ def burn_steps(point: Point) -> Iterator[dict[str, float]]:
 
 
 def curve_steps(point: Point) -> Iterator[dict[str, float]]:
-    """A learning curve of ~10 ms an iteration: loss = final + exp(-speed * t).
+    """A learning curve of ~10 ms an iteration (see `curve_loss`)."""
+    for t in range(1, point["max_t"] + 1):
+        time.sleep(0.01)
+        yield {"loss": curve_loss(point, t)}
+
+
+def curve_loss(point: Point, t: int) -> float:
+    """The synthetic curve's loss at iteration t: final + exp(-speed * t).
 
     Fast learners (high y) are not all good ones, so curves cross and early stopping can err.
     """
     x, y = point["x"], point["y"]
     final = (x - 0.3) ** 2 + (y - 0.6) ** 2
     speed = 0.05 + 0.5 * y
-    for t in range(1, point["max_t"] + 1):
-        time.sleep(0.01)
-        yield {"loss": final + math.exp(-speed * t)}
+    return final + math.exp(-speed * t)
 
 
 def sgd_steps(point: Point) -> Iterator[dict[str, float]]:
