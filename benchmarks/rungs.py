@@ -37,6 +37,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import heapq
 import json
 import math
@@ -82,9 +83,14 @@ class Curves:
     def best(self, values: Sequence[float]) -> float:
         return min(values) if self.mode == "min" else max(values)
 
+    @functools.cached_property
+    def optimum(self) -> float:
+        """The best value any configuration reaches."""
+        return self.best([value for curve in self.values for value in curve])
+
     def regret(self, best: float) -> float:
-        """How far `best` falls short of the best value any configuration reaches."""
-        return abs(self.best([v for curve in self.values for v in curve]) - best)
+        """How far `best` falls short of `optimum`."""
+        return abs(self.optimum - best)
 
 
 def synthetic_curves(seed: int, sizes: Sizes) -> Curves:

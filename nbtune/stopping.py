@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nbtune.schedulers._base import NO_LIMIT
+from nbtune.schedulers._base import NO_LIMIT, results_before
 
 StopFunction = Callable[[int, Mapping[str, Any]], bool]
 
@@ -63,4 +62,4 @@ class StopCriteria:
             return NO_LIMIT
         if set(self._thresholds) != {"training_iteration"}:
             return 0
-        return max(0, math.ceil(self._thresholds["training_iteration"]) - iteration - 1)
+        return results_before(self._thresholds["training_iteration"], iteration)

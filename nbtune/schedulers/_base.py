@@ -15,6 +15,12 @@ NO_LIMIT = sys.maxsize
 """`free_steps` of a trial that nothing will stop or pause early."""
 
 
+def results_before(at: float, iteration: int) -> int:
+    """How many results a trial that has reported `iteration` of them sends before its
+    iteration count reaches `at` (that result itself not counted)."""
+    return max(0, math.ceil(at) - iteration - 1)
+
+
 class Decision(Enum):
     """A scheduler's verdict on a trial after one of its results.
 
@@ -113,7 +119,7 @@ class Scheduler:
             return NO_LIMIT
         if self.time_attr != "training_iteration":
             return 0
-        return max(0, math.ceil(at) - trial.iteration - 1)
+        return results_before(at, trial.iteration)
 
     def next_decision_at(self, trial: Trial) -> float:
         """The least progress, in `time_attr`, at which this scheduler may decide anything but

@@ -105,26 +105,28 @@ class Repeater(WrappingSearcher):
         member k % repeat of group k // repeat, as `suggest` hands them out. The wrapped
         searcher catches up with one trial per group, which stands for the group."""
         ours = [trial for trial in trials if trial.origin == "searcher"]
-        groups = [ours[start : start + self.repeat] for start in range(0, len(ours), self.repeat)]
         self._group_of, self._filling = {}, None
-        for members in groups:
+        stand_ins = []
+        for start in range(0, len(ours), self.repeat):
+            members = ours[start : start + self.repeat]
             group = _Group(_without_index(members[0].config))
             for trial in members:
                 self._join(group, trial.trial_id)
             for trial in members:
                 if trial.status.is_finished:
                     self._end_member(trial.trial_id, _last_result(trial))
-        self.searcher.restore([self._standing_for(members) for members in groups])
+            stand_ins.append(self._standing_for(group, members[0]))
+        self.searcher.restore(stand_ins)
 
-    def _standing_for(self, members: list[Trial]) -> Trial:
-        """The group as the wrapped searcher knows it: the first member's id and configuration,
-        running until every member has ended, then holding their mean."""
-        first = replace(members[0], config=_without_index(members[0].config))
-        if len(members) < self.repeat or not all(m.status.is_finished for m in members):
-            return replace(first, status=TrialStatus.RUNNING, last_result={})
-        mean = _mean([_last_result(m) for m in members], self.metric)
+    def _standing_for(self, group: _Group, first: Trial) -> Trial:
+        """The group as the wrapped searcher knows it: its first trial, with the group's
+        configuration, running until every member has ended, then holding their mean."""
+        stand_in = replace(first, config=group.config)
+        if len(group.ended) < self.repeat:
+            return replace(stand_in, status=TrialStatus.RUNNING, last_result={})
+        mean = _mean(group.ended.values(), self.metric)
         status = TrialStatus.ERROR if mean is None else TrialStatus.TERMINATED
-        return replace(first, status=status, last_result=mean or {})
+        return replace(stand_in, status=status, last_result=mean or {})
 
 
 def _mean(results: Iterable[Mapping[str, Any] | None], metric: str | None) -> dict[str, Any] | None:
