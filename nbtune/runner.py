@@ -12,6 +12,8 @@
 
 Only the runner thread changes a trial (it replaces the immutable `Trial` under a lock); other
 threads read snapshots, or send commands that the loop runs between two batches of events.
+Every fact about a trial lives in the runner's `TrialBook`: its record, its place in the queue,
+and one `LiveTrial` of runtime facts while it is live.
 The worker hears the decision on its result first, so that it goes on while the runner writes
 the result to disk; subscribers hear of a result only once it is on disk. The loop blocks in
 `executor.poll()` when there is nothing to do; a command wakes it at once.
@@ -20,7 +22,6 @@ the result to disk; subscribers hear of a result only once it is on disk. The lo
 from __future__ import annotations
 
 import math
-import numbers
 import queue
 import threading
 import time
@@ -29,6 +30,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from nbtune.book import LiveTrial, TrialBook
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.events import (
     CommandApplied,
@@ -44,8 +46,10 @@ from nbtune.events import (
     TrialRetried,
     TrialStarted,
 )
-from nbtune.executors._base import (
-    Executor,
+from nbtune.executors._base import Executor
+from nbtune.protocol import (
+    Decision,
+    TrialLaunch,
     WorkerDone,
     WorkerEvent,
     WorkerFailed,
@@ -54,12 +58,11 @@ from nbtune.executors._base import (
     WorkerResult,
     WorkerSuspended,
 )
-from nbtune.schedulers._base import Decision, Exploit, Scheduler, Stop
+from nbtune.schedulers._base import Exploit, Scheduler, Stop
 from nbtune.search._base import Searcher
 from nbtune.space import SearchSpace
 from nbtune.stopping import StopCriteria
 from nbtune.storage import ExperimentStorage
-from nbtune.trainable import TrialLaunch
 from nbtune.trial import Trial, TrialStatus, better_of
 
 _IDLE_POLL_S = 1.0
@@ -105,6 +108,7 @@ class TrialRunner:
         self.mode = mode
         self.max_concurrent = max_concurrent
         self.should_stop = should_stop
+        self.space = space
         self.time_budget_s = time_budget_s
         self.fail_fast = fail_fast
         self.max_failures = max_failures
@@ -113,37 +117,22 @@ class TrialRunner:
         self.state = "running"
         self.error: str | None = None
         self.crash: BaseException | None = None
-        self.started_at: float | None = None
         self.ended_at: float | None = None
         self.done = threading.Event()
         self.lock = threading.RLock()
-        self.trials: dict[int, Trial] = {}
+        self.book = TrialBook()
+        self.trials = self.book.trials
         self.results: list[Mapping[str, Any]] = []
         self.best_result: Mapping[str, Any] | None = None
-        self.space = space
 
         self._best_value: float | None = None
-        self._queue: list[int] = []
-        self._occupied: set[int] = set()
-        self._ending: set[int] = set()
         self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
         self._stopping: str | None = None
         self._stopping_since = 0.0
+        self._holds_trials = False
+        self._paused_all = False
         self._closed = False
         self._state_saved_at = -math.inf
-        self._paused_all = False
-        self._pause_requested: set[int] = set()
-        self._pausing: set[int] = set()
-        self._resume_on_arrival: set[int] = set()
-        self._stop_requested: set[int] = set()
-        self._requeue_requested: set[int] = set()
-        self._replay_until: dict[int, int] = {}
-        self._heard_at: dict[int, float] = {}
-        self._reporting_freely: set[int] = set()
-        self._timed_out: dict[int, str] = {}
-        self._hold = False
-        self._user_paused: set[int] = set()
-        self._forks_waiting: dict[int, Exploit] = {}
 
     def carry_on(self, trials: Sequence[Trial], results: Sequence[Mapping[str, Any]]) -> None:
         """Take over a stopped or crashed run's trials and results (before `run()`).
@@ -151,7 +140,7 @@ class TrialRunner:
         Finished trials stay as they were. Every other one goes back to the queue, to start
         again from its latest checkpoint (or from scratch): the results it reported after that
         checkpoint are already in the log, so when it reports them again they are replayed
-        silently rather than recorded twice.
+        silently rather than recorded twice. Those the scheduler holds stay PAUSED.
         """
         for row in results:
             self.results.append(row)
@@ -159,17 +148,14 @@ class TrialRunner:
         held = self.scheduler.restore(trials)
         for trial in trials:
             if trial.status.is_finished:
-                self.trials[trial.trial_id] = trial
+                self.book.put(trial)
                 continue
-            restarted = self._restarted(trial, started_at=None)
+            restarted = self._restarted(trial, journal=False, started_at=None)
             if trial.trial_id in held:
-                paused_by = _paused_without_worker(trial)
-                self.trials[trial.trial_id] = restarted.evolve(
-                    status=TrialStatus.PAUSED, paused_by=paused_by
-                )
+                paused = restarted.evolve(status=TrialStatus.PAUSED, paused_by=_waits_by(trial))
+                self.book.put(paused)
                 continue
-            self.trials[trial.trial_id] = restarted
-            self._queue.append(trial.trial_id)
+            self.book.enqueue(trial.trial_id, "last")
 
     # ----- talking to the runner from other threads -------------------------------------------
 
@@ -203,24 +189,23 @@ class TrialRunner:
         self._stopping = state
         self._stopping_since = time.monotonic()
         self.error = error
-        self._hold = hold
-        for trial in list(self.trials.values()):
+        self._holds_trials = hold
+        for trial in self.book:
             if trial.paused_by == "suspend":
                 self._leave_suspended(trial)
 
     def _leave_suspended(self, trial: Trial) -> None:
         """A suspended trial of a run that ends: released and held, or ended."""
-        if not self._hold:
+        if not self._holds_trials:
             self.stop_trial(trial.trial_id)
             return
-        self.executor.reply(trial.trial_id, Decision.STOP)
-        self._set(trial.evolve(paused_by=_paused_without_worker(trial)))
+        self._reply(trial, Decision.STOP)
+        self._set(trial.evolve(paused_by=_waits_by(trial)))
 
     # ----- the loop ---------------------------------------------------------------------------
 
     def run(self) -> None:
         """The runner thread's body: loop until every trial is done or the run is stopped."""
-        self.started_at = time.time()
         try:
             self.executor.open(self.trainable, self.max_concurrent)
             try:
@@ -235,32 +220,42 @@ class TrialRunner:
             self._finish()
 
     def _loop(self) -> None:
+        """Commands, the run's clock, new trials, its end, then worker events; again."""
         deadline = None if self.time_budget_s is None else time.monotonic() + self.time_budget_s
         while True:
-            self._run_commands()
-            if deadline is not None and time.monotonic() >= deadline:
-                self.request_stop("finished")
-            if self._stopping is None:
-                self._fill_slots()
-            if not self._occupied and (self._stopping or self._nothing_left()):
-                self.state = self._stopping or "finished"
-                return
-            if self._stopping and time.monotonic() - self._stopping_since > _STOP_GRACE_S:
-                self._abandon_running()
-                continue
-            self._nudge_free_trials()
-            self._time_out_silent_trials()
-            self.storage.check()
+            with self.lock:
+                self._run_commands()
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.request_stop("finished")
+                if self._stopping is None:
+                    self._fill_slots()
+                if self._is_over():
+                    self.state = self._stopping or "finished"
+                    return
+                self._look_after_workers()
             events = self.executor.poll(self._poll_timeout(deadline))
             with self.lock:
                 for event in events:
                     self._handle(event)
 
-    def _nothing_left(self) -> bool:
-        """No trial waits, none is paused, and the searcher has no more to give."""
-        if self._queue or not self.searcher.is_finished:
+    def _is_over(self) -> bool:
+        """No worker holds a trial, and the run was stopped or has nothing left to run."""
+        if self.book.on_worker():
             return False
-        return all(trial.status is not TrialStatus.PAUSED for trial in self.trials.values())
+        if self._stopping is not None:
+            return True
+        if self.book.queue or not self.searcher.is_finished:
+            return False
+        return all(trial.status is not TrialStatus.PAUSED for trial in self.book)
+
+    def _look_after_workers(self) -> None:
+        """Give up on trials that ignore the run's end; nudge and time out the others."""
+        if self._stopping and time.monotonic() - self._stopping_since > _STOP_GRACE_S:
+            self._abandon_running()
+            return
+        self._nudge_free_trials()
+        self._time_out_silent_trials()
+        self.storage.check()
 
     def _poll_timeout(self, deadline: float | None) -> float:
         """Wake up for the run's deadline and for the first trial that may time out."""
@@ -275,37 +270,32 @@ class TrialRunner:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                with self.lock:
-                    future.set_result(command())
+                future.set_result(command())
             except Exception as exc:
                 future.set_exception(exc)
 
     # ----- starting trials --------------------------------------------------------------------
 
     def _fill_slots(self) -> None:
-        """Start trials while there is room; a trial told to stop makes room already, so that
-        the next one is on its way while it ends."""
-        while not self._paused_all and len(self._occupied - self._ending) < self.max_concurrent:
+        """Start trials while there is room (a trial told to stop makes room already)."""
+        while not self._paused_all and self.book.slots_taken() < self.max_concurrent:
             trial = self._next_trial()
             if trial is None:
                 return
-            with self.lock:
-                self._launch(trial)
+            self._launch(trial)
 
     def _next_trial(self) -> Trial | None:
-        if not self._queue and not self.searcher.is_finished:
-            config = self.searcher.suggest(len(self.trials))
+        if not self.book.queue and not self.searcher.is_finished:
+            config = self.searcher.suggest(len(self.book))
             if config is not None:
-                with self.lock:
-                    self.add_trial(config, origin="searcher")
-        if not self._queue:
-            with self.lock:
-                self.scheduler.on_queue_empty()
-                self._apply_scheduler_requests()
-        waiting = [self.trials[trial_id] for trial_id in self._queue]
+                self.add_trial(config, origin="searcher")
+        if not self.book.queue:
+            self.scheduler.on_queue_empty()
+            self._apply_scheduler_requests()
+        waiting = self.book.waiting()
         chosen = self.scheduler.choose_trial_to_run(waiting) if waiting else None
         if chosen is not None:
-            self._queue.remove(chosen.trial_id)
+            self.book.queue.remove(chosen.trial_id)
         return chosen
 
     def add_trial(
@@ -316,7 +306,7 @@ class TrialRunner:
         A trial forked from `parent` starts from the parent's latest checkpoint, and waits
         ahead of fresh trials.
         """
-        trial = Trial(trial_id=len(self.trials), config=dict(config), origin=origin)
+        trial = Trial(trial_id=len(self.book), config=dict(config), origin=origin)
         if parent is not None:
             trial = trial.evolve(
                 parent=parent.trial_id,
@@ -325,10 +315,7 @@ class TrialRunner:
                 iteration=parent.checkpoint_iteration,
             )
         self._set(trial)
-        if parent is None:
-            self._queue.append(trial.trial_id)
-        else:
-            self._queue.insert(self._first_fresh_in_queue(), trial.trial_id)
+        self.book.enqueue(trial.trial_id, "last" if parent is None else "ahead")
         self.scheduler.on_trial_add(trial)
         self._save_state_now_and_then()
         self.bus.publish(TrialAdded(trial.trial_id, trial.config))
@@ -348,19 +335,13 @@ class TrialRunner:
         """What `restore` needs beyond the trial journal: the searcher and the scheduler."""
         return {"searcher": self.searcher, "scheduler": self.scheduler, "space": self.space}
 
-    def _first_fresh_in_queue(self) -> int:
-        """Where trials that carry on (resumed, forked) join the queue: ahead of fresh ones."""
-        for position, trial_id in enumerate(self._queue):
-            if not self.trials[trial_id].has_checkpoint:
-                return position
-        return len(self._queue)
-
     def _launch(self, trial: Trial) -> None:
         """Send the trial to a worker, then journal it as running (a crash in between leaves
         it pending, which is just as true: it has reported nothing yet)."""
         trial = trial.evolve(status=TrialStatus.RUNNING, started_at=time.time())
-        self._occupied.add(trial.trial_id)
-        self._heard_at[trial.trial_id] = time.monotonic()
+        live = self.book.live[trial.trial_id]
+        live.on_worker = True
+        live.heard_at = time.monotonic()
         self.executor.start(
             TrialLaunch(
                 trial_id=trial.trial_id,
@@ -380,25 +361,25 @@ class TrialRunner:
     # ----- worker events ----------------------------------------------------------------------
 
     def _handle(self, event: WorkerEvent) -> None:
-        self._heard_at[event.trial_id] = time.monotonic()
+        trial_id = event.trial_id
+        self.book.facts(trial_id).heard_at = time.monotonic()
         if isinstance(event, WorkerResult):
             self._on_result(event)
             return
-        self._reporting_freely.discard(event.trial_id)
-        self._ending.discard(event.trial_id)
+        self.book.facts(trial_id).reporting_freely = False
         if isinstance(event, WorkerDone):
-            self._on_done(event)
+            self._on_done(trial_id, event.output)
         elif isinstance(event, WorkerPaused):
             self._on_paused(event)
         elif isinstance(event, WorkerSuspended):
             self._on_suspended(event)
         elif isinstance(event, WorkerFailed):
-            self._on_failure(event.trial_id, event.error, event.traceback, event.output)
+            self._on_failure(trial_id, event.error, event.traceback, event.output)
         elif isinstance(event, WorkerLost):
             self._on_lost(event)
 
     def _on_result(self, event: WorkerResult) -> None:
-        trial = self.trials[event.trial_id]
+        trial = self.book[event.trial_id]
         self._ship_output(trial.trial_id, event.output)
         if trial.status is not TrialStatus.RUNNING:
             self._stop_if_waiting(event)
@@ -424,7 +405,7 @@ class TrialRunner:
         if event.waits:
             self._reply(trial, decision)
         elif decision is not Decision.CONTINUE:
-            self._request(trial.trial_id, decision)
+            self.book.live[trial.trial_id].ask(decision)
         self.storage.append_result(row)
         self.results.append(row)
         self._set(trial, journal=event.checkpoint is not None)
@@ -439,12 +420,12 @@ class TrialRunner:
     def _replayed(self, trial: Trial, event: WorkerResult) -> bool:
         """Whether this result repeats one the log already holds (a trial carried on from a
         checkpoint older than its last result); it is counted but not recorded again."""
-        until = self._replay_until.get(trial.trial_id)
-        if until is None:
+        live = self.book.live[trial.trial_id]
+        if live.replay_until is None:
             return False
         iteration = trial.iteration + 1
-        if iteration >= until:
-            del self._replay_until[trial.trial_id]
+        if iteration >= live.replay_until:
+            live.replay_until = None
         trial = trial.evolve(iteration=iteration)
         if event.checkpoint is not None:
             trial = self._with_checkpoint(trial, event.checkpoint)
@@ -461,53 +442,49 @@ class TrialRunner:
 
         The scheduler hears of every result, even one whose fate the user already decided.
         """
-        trial_id = trial.trial_id
         if self._stopping is not None:
             return self._ending_decision()
         verdict = self.scheduler.on_result(trial, row)
-        if trial_id in self._stop_requested or self.should_stop(trial_id, row):
+        pending = self.book.live[trial.trial_id].pending
+        if pending is Decision.STOP or self.should_stop(trial.trial_id, row):
             return Decision.STOP
-        if trial_id in self._pause_requested:
-            return Decision.PAUSE
-        return verdict
+        return pending or verdict
 
     def _ending_decision(self) -> Decision:
         """What a trial does at its report once the run ends: pause if held, else stop."""
-        return Decision.PAUSE if self._hold else Decision.STOP
+        return Decision.PAUSE if self._holds_trials else Decision.STOP
 
     def _reply(self, trial: Trial, decision: Decision) -> None:
-        """Send the decision on a result that waits for it, and how many next results need
-        not wait (see `nbtune.session.TrialSession.report`); a pause is then on its way."""
+        """Send the decision on a result that waits for it (or to a suspended trial), and how
+        many next results need not wait (see `nbtune.session.TrialSession.report`)."""
         trial_id = trial.trial_id
-        if decision is Decision.PAUSE:
-            self._pause_requested.discard(trial_id)
-            self._pausing.add(trial_id)
-        if decision is Decision.STOP:
-            self._ending.add(trial_id)
+        live = self.book.live[trial_id]
+        if decision is not Decision.CONTINUE:
+            live.told = decision
+            if decision is Decision.STOP or live.pending is decision:
+                live.pending = None
         free_steps = self._free_steps(trial) if decision is Decision.CONTINUE else 0
-        if free_steps:
-            self._reporting_freely.add(trial_id)
-        else:
-            self._reporting_freely.discard(trial_id)
+        live.reporting_freely = free_steps > 0
         self.executor.reply(trial_id, decision, free_steps)
 
     def _end_if_stopped(self, trial_id: int, decision: Decision) -> None:
         """A trial told to stop has ended: its results are all in, and its worker is taken
         for the next trial while it winds down (it holds the run open until then)."""
         if decision is Decision.STOP:
-            self._end(self.trials[trial_id], TrialStatus.TERMINATED)
+            self._end(self.book[trial_id], TrialStatus.TERMINATED)
 
     def _stop_if_waiting(self, event: WorkerResult) -> None:
         """Stop a trial the run is done with; one that does not wait is nudged (see
         `_nudge_free_trials`)."""
         if event.waits:
-            self._reply(self.trials[event.trial_id], Decision.STOP)
+            self._reply(self.book[event.trial_id], Decision.STOP)
 
     def _free_steps(self, trial: Trial) -> int:
         """How many results the trial may send after this one without waiting for an answer:
         none while the runner has something to tell it or replays its results, else as many
         as neither the scheduler nor the stop criteria can act on."""
-        if self._must_answer(trial.trial_id) or trial.trial_id in self._replay_until:
+        trial_id = trial.trial_id
+        if self._must_answer(trial_id) or self.book.live[trial_id].replay_until is not None:
             return 0
         free_steps = self.scheduler.free_steps(trial), self.should_stop.free_steps(trial.iteration)
         return min(*free_steps, _MAX_FREE_STEPS)
@@ -516,23 +493,17 @@ class TrialRunner:
         """Whether the trial's next result must wait: the runner will not answer CONTINUE."""
         return (
             self._stopping is not None
-            or trial_id in self._pause_requested
-            or trial_id in self._stop_requested
-            or self.trials[trial_id].status is not TrialStatus.RUNNING
+            or self.book.live[trial_id].pending is not None
+            or self.book[trial_id].status is not TrialStatus.RUNNING
         )
-
-    def _request(self, trial_id: int, decision: Decision) -> None:
-        """A decision on a result that did not wait, taken at the trial's next report (a
-        scheduler or stop criterion that acted sooner than its `free_steps` said)."""
-        requests = self._stop_requested if decision is Decision.STOP else self._pause_requested
-        requests.add(trial_id)
 
     def _nudge_free_trials(self) -> None:
         """Make the next report of each trial that need not wait, but that the runner now
         has something to tell (a pause, a stop, the run's end), wait for the answer."""
-        for trial_id in [t for t in self._reporting_freely if self._must_answer(t)]:
-            self._reporting_freely.discard(trial_id)
-            self.executor.nudge(trial_id)
+        for trial_id, live in list(self.book.live.items()):
+            if live.reporting_freely and self._must_answer(trial_id):
+                live.reporting_freely = False
+                self.executor.nudge(trial_id)
 
     def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:
         if self.metric is None:
@@ -544,7 +515,7 @@ class TrialRunner:
                 f"call nbtune.report({self.metric}=...)"
             )
         value = metrics[self.metric]
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             return (
                 f"the trial reported {self.metric}={value!r}, which is not a number; report a float"
             )
@@ -558,58 +529,64 @@ class TrialRunner:
             self._best_value = value
             self.best_result = row
 
-    def _on_done(self, event: WorkerDone) -> None:
-        self._occupied.discard(event.trial_id)
-        self._ship_output(event.trial_id, event.output)
-        trial = self.trials[event.trial_id]
+    def _on_done(self, trial_id: int, output: str) -> None:
+        self.book.left_worker(trial_id)
+        self._ship_output(trial_id, output)
+        trial = self.book[trial_id]
         if trial.status is TrialStatus.RUNNING:
             self._end(trial, TrialStatus.TERMINATED)
 
     def _on_paused(self, event: WorkerPaused) -> None:
         """The trial saved a checkpoint and left its worker."""
         trial_id = event.trial_id
-        self._occupied.discard(trial_id)
-        self._pausing.discard(trial_id)
-        trial = self.trials[trial_id]
+        live = self.book.facts(trial_id)
+        requeue, resume, stop = live.making_room, live.resume_on_arrival, live.pending
+        self.book.left_worker(trial_id)
+        trial = self.book[trial_id]
         if trial.status is not TrialStatus.RUNNING:
             return
         trial = self._with_checkpoint(trial, event.checkpoint)
-        if trial_id in self._stop_requested:
+        if stop is Decision.STOP:
             self._end(trial, TrialStatus.TERMINATED)
             return
         self._to_paused(trial, "checkpoint")
-        if trial_id in self._resume_on_arrival or trial_id in self._requeue_requested:
-            self._requeue_requested.discard(trial_id)
+        if resume or requeue:
             self.resume_trial(trial_id)
 
     def _on_suspended(self, event: WorkerSuspended) -> None:
         """The trial cannot checkpoint: it waits in its worker for a resume or a stop."""
         trial_id = event.trial_id
-        self._pausing.discard(trial_id)
-        trial = self.trials[trial_id]
+        live = self.book.facts(trial_id)
+        requeue, resume, stop = live.making_room, live.resume_on_arrival, live.pending
+        live.making_room = live.resume_on_arrival = False
+        live.told = live.pending = None
+        trial = self.book[trial_id]
         if trial.status is not TrialStatus.RUNNING:
             return
-        if trial_id in self._requeue_requested:
-            self._requeue_requested.discard(trial_id)
-            self.executor.reply(trial_id, Decision.CONTINUE)
+        if requeue:
+            self._reply(trial, Decision.CONTINUE)
             return
         self._to_paused(trial, "suspend")
-        if trial_id in self._stop_requested:
+        if stop is Decision.STOP:
             self.stop_trial(trial_id)
         elif self._stopping is not None:
-            self._leave_suspended(self.trials[trial_id])
-        elif trial_id in self._resume_on_arrival:
+            self._leave_suspended(self.book[trial_id])
+        elif resume:
             self.resume_trial(trial_id)
 
-    def _restarted(self, trial: Trial, **changes: Any) -> Trial:
+    def _restarted(self, trial: Trial, *, journal: bool = True, **changes: Any) -> Trial:
         """`trial` back to PENDING, to start again from its latest checkpoint (or from scratch);
         the results it logged after that checkpoint will be replayed, not recorded twice."""
         restart = trial.checkpoint_iteration or 0
-        if trial.iteration > restart:
-            self._replay_until[trial.trial_id] = trial.iteration
-        return trial.evolve(
+        restarted = trial.evolve(
             status=TrialStatus.PENDING, iteration=restart, paused_by=None, **changes
         )
+        self._set(restarted, journal=journal)
+        live = self.book.live[trial.trial_id]
+        logged = max(trial.iteration, live.replay_until or 0)
+        if logged > restart:
+            live.replay_until = logged
+        return restarted
 
     def _to_paused(self, trial: Trial, paused_by: str) -> None:
         self._set(trial.evolve(status=TrialStatus.PAUSED, paused_by=paused_by, **_ran(trial)))
@@ -618,9 +595,10 @@ class TrialRunner:
     def _on_lost(self, event: WorkerLost) -> None:
         """A lost worker: a failure of its trial (or its timeout), unless a bystander's or one
         the user asked to stop (a forced stop kills the worker)."""
-        timed_out = self._timed_out.pop(event.trial_id, None)
-        if timed_out is None and event.trial_id in self._stop_requested:
-            self._on_done(WorkerDone(event.trial_id, ""))
+        live = self.book.facts(event.trial_id)
+        timed_out = live.timed_out
+        if timed_out is None and live.pending is Decision.STOP:
+            self._on_done(event.trial_id, "")
             return
         error = timed_out or f"WorkerLost: {event.error}"
         self._on_failure(event.trial_id, error, event.error, "", bystander=event.bystander)
@@ -628,45 +606,45 @@ class TrialRunner:
     def _on_failure(
         self, trial_id: int, error: str, traceback: str, output: str, *, bystander: bool = False
     ) -> None:
-        self._occupied.discard(trial_id)
-        self._pausing.discard(trial_id)
+        stop_asked = self.book.facts(trial_id).pending is Decision.STOP
+        self.book.left_worker(trial_id)
         self._ship_output(trial_id, output)
-        trial = self.trials[trial_id]
+        trial = self.book[trial_id]
         if not _holds_worker(trial):
             return
-        if self._stopping is not None and self._hold:
-            self._to_paused(trial, _paused_without_worker(trial))
+        if self._stopping is not None and self._holds_trials:
+            self._to_paused(trial, _waits_by(trial))
             return
         if bystander and self._stopping is None:
-            self._restart_first(trial)
+            if stop_asked:
+                self._end(trial, TrialStatus.TERMINATED)
+            else:
+                self._restart_first(trial)
             return
-        if trial.attempts > self.max_failures or self._stopping is not None:
+        if trial.attempts > self.max_failures or self._stopping is not None or stop_asked:
             self._end(trial, TrialStatus.ERROR, error, traceback)
             return
         self.storage.append_text(
             trial_id, "error.txt", f"attempt {trial.attempts} (retried): {traceback or error}\n"
         )
-        self._retry(trial, error)
-
-    def _retry(self, trial: Trial, error: str) -> None:
-        """Start a failed trial again from its latest checkpoint, first in the queue; results it
-        logged after that checkpoint are replayed, not recorded twice."""
         self._restart_first(trial, attempts=trial.attempts + 1)
-        self.bus.publish(TrialRetried(trial.trial_id, trial.attempts + 1, error))
+        self.bus.publish(TrialRetried(trial_id, trial.attempts + 1, error))
 
     def _restart_first(self, trial: Trial, **changes: Any) -> None:
-        """Queue `trial` first, to start again from its latest checkpoint (see `_restarted`)."""
-        self._set(self._restarted(trial, **changes, **_ran(trial)))
-        self._queue.insert(0, trial.trial_id)
-        self._timed_out.pop(trial.trial_id, None)
+        """Queue `trial` first, to start again from its latest checkpoint (see `_restarted`);
+        a trial the user paused waits paused instead."""
+        restarted = self._restarted(trial, **changes, **_ran(trial))
+        if self.book.live[trial.trial_id].user_paused:
+            self._to_paused(restarted, _waits_by(restarted))
+        else:
+            self.book.enqueue(trial.trial_id, "first")
 
     def _end(
         self, trial: Trial, status: TrialStatus, error: str | None = None, traceback: str = ""
     ) -> None:
         trial = trial.evolve(status=status, error=error, paused_by=None, **_ran(trial))
         self._set(trial)
-        self._forget_requests(trial.trial_id)
-        waiting_fork = self._forks_waiting.pop(trial.trial_id, None)
+        waiting_fork = self.book.ended(trial.trial_id)
         if waiting_fork is not None:
             self.scheduler.request(waiting_fork)
         last = trial.last_result or None
@@ -688,22 +666,23 @@ class TrialRunner:
 
     # ----- trials that hang ---------------------------------------------------------------------
 
-    def _timed(self) -> list[int]:
-        """Running trials on the clock: silent for `trial_timeout_s`, they fail."""
+    def _on_the_clock(self) -> list[LiveTrial]:
+        """Running trials that fail if silent for `trial_timeout_s`."""
         if self.trial_timeout_s is None:
             return []
         return [
-            trial_id
-            for trial_id in self._occupied
-            if trial_id not in self._timed_out
-            and self.trials[trial_id].status is TrialStatus.RUNNING
+            live
+            for live in self.book.live.values()
+            if live.on_worker
+            and live.timed_out is None
+            and self.book[live.trial_id].status is TrialStatus.RUNNING
         ]
 
     def _first_trial_deadline(self) -> float | None:
-        timed = self._timed()
+        timed = self._on_the_clock()
         if not timed:
             return None
-        return min(self._heard_at[trial_id] for trial_id in timed) + self.trial_timeout_s
+        return min(live.heard_at for live in timed) + self.trial_timeout_s
 
     def _time_out_silent_trials(self) -> None:
         """Kill each trial silent for too long (or write it off) and count it as a failure.
@@ -712,48 +691,33 @@ class TrialRunner:
         what is left of the killed attempt.
         """
         now = time.monotonic()
-        for trial_id in self._timed():
-            if now - self._heard_at[trial_id] < self.trial_timeout_s:
+        for live in self._on_the_clock():
+            if now - live.heard_at < self.trial_timeout_s:
                 continue
             killable = self.executor.can_kill_trial or self.executor.can_kill_worker
             error = (
                 f"TrialTimeout: no report for {self.trial_timeout_s:g} s (trial_timeout_s); "
                 f"the trial was {'killed' if killable else 'abandoned in its worker'}"
             )
-            with self.lock:
-                if killable:
-                    self._timed_out[trial_id] = error
-                    self.executor.kill(trial_id)
-                else:
-                    self.executor.forget(trial_id)
-                    self._on_failure(trial_id, error, error, "")
+            if killable:
+                live.timed_out = error
+                self.executor.kill(live.trial_id)
+            else:
+                self.executor.forget(live.trial_id)
+                self._on_failure(live.trial_id, error, error, "")
 
     def _abandon_running(self) -> None:
         """Trials that ignored the stop for the grace period end where they are."""
-        with self.lock:
-            for trial_id in sorted(self._occupied):
-                trial = self.trials[trial_id]
-                if trial.status is not TrialStatus.RUNNING:
-                    continue
-                if self._hold:
-                    self._to_paused(trial, _paused_without_worker(trial))
-                else:
-                    self._end(trial, TrialStatus.TERMINATED)
-            self._occupied.clear()
-            self._ending.clear()
-
-    def _forget_requests(self, trial_id: int) -> None:
-        for requests in (
-            self._pause_requested,
-            self._resume_on_arrival,
-            self._stop_requested,
-            self._requeue_requested,
-            self._user_paused,
-        ):
-            requests.discard(trial_id)
-        self._timed_out.pop(trial_id, None)
-        if trial_id in self._queue:
-            self._queue.remove(trial_id)
+        for trial_id in self.book.on_worker():
+            trial = self.book[trial_id]
+            if trial.status is not TrialStatus.RUNNING:
+                self.book.left_worker(trial_id)
+            elif self._holds_trials:
+                self.book.left_worker(trial_id)
+                self._to_paused(trial, _waits_by(trial))
+            else:
+                self._end(trial, TrialStatus.TERMINATED)
+                self.book.left_worker(trial_id)
 
     def _apply_scheduler_requests(self) -> bool:
         """Carry out what the scheduler asked beyond its decision on one trial; say if it asked.
@@ -766,14 +730,14 @@ class TrialRunner:
             if isinstance(request, Exploit):
                 self._fork_when_replaced_ends(request)
                 continue
-            trial = self.trials.get(request.trial_id)
+            trial = self.book.trials.get(request.trial_id)
             if trial is None or trial.status.is_finished:
                 continue
             if isinstance(request, Stop):
                 self.stop_trial(request.trial_id)
             elif (
                 trial.status is not TrialStatus.PENDING
-                and request.trial_id not in self._user_paused
+                and not self.book.live[request.trial_id].user_paused
             ):
                 self.resume_trial(request.trial_id)
         return bool(requests)
@@ -781,9 +745,9 @@ class TrialRunner:
     def _fork_when_replaced_ends(self, request: Exploit) -> None:
         """Fork for the scheduler; the fork waits for the trial it replaces to end, so the
         population never grows."""
-        replaced = self.trials.get(request.replaces) if request.replaces is not None else None
+        replaced = self.book.trials.get(request.replaces) if request.replaces is not None else None
         if replaced is not None and not replaced.status.is_finished:
-            self._forks_waiting[replaced.trial_id] = request
+            self.book.live[replaced.trial_id].fork_waiting = request
             return
         self.add_trial(request.config, parent=self.trial(request.source), origin="scheduler")
 
@@ -810,9 +774,9 @@ class TrialRunner:
 
     def trial(self, trial_id: Any) -> Trial:
         """The trial with `trial_id`, or a TrialNotFoundError that lists the valid ids."""
-        if isinstance(trial_id, int) and not isinstance(trial_id, bool) and trial_id in self.trials:
-            return self.trials[trial_id]
-        known = f"its trials are 0 to {len(self.trials) - 1}" if self.trials else "no trials yet"
+        if isinstance(trial_id, int) and not isinstance(trial_id, bool) and trial_id in self.book:
+            return self.book[trial_id]
+        known = f"its trials are 0 to {len(self.book) - 1}" if len(self.book) else "no trials yet"
         raise TrialNotFoundError(f"there is no trial {trial_id!r}; {known}")
 
     def pause_trial(self, trial_id: int) -> None:
@@ -821,46 +785,46 @@ class TrialRunner:
         The trial stays paused until the user resumes it: the scheduler cannot resume it.
         """
         trial = self.trial(trial_id)
-        if not trial.status.is_finished:
-            self._user_paused.add(trial_id)
-        if trial.status is TrialStatus.RUNNING:
-            self._resume_on_arrival.discard(trial_id)
-            self._requeue_requested.discard(trial_id)
-            if trial_id not in self._pausing:
-                self._pause_requested.add(trial_id)
-        elif trial.status is TrialStatus.PENDING:
-            self._queue.remove(trial_id)
-            self._to_paused(trial, "checkpoint" if trial.has_checkpoint else "queue")
-        elif trial.status.is_finished:
+        if trial.status.is_finished:
             raise IllegalTransitionError(
                 f"trial {trial_id} has ended ({trial.status}); only a pending or running trial "
                 "can be paused"
             )
+        live = self.book.live[trial_id]
+        live.user_paused = True
+        if trial.status is TrialStatus.RUNNING:
+            live.resume_on_arrival = False
+            live.making_room = False
+            if live.told is not Decision.PAUSE:
+                live.ask(Decision.PAUSE)
+        elif trial.status is TrialStatus.PENDING:
+            self.book.queue.remove(trial_id)
+            self._to_paused(trial, _waits_by(trial))
 
     def resume_trial(self, trial_id: int) -> None:
         """Resume a paused trial: in its worker if suspended, else from its checkpoint."""
         trial = self.trial(trial_id)
-        self._user_paused.discard(trial_id)
+        live = self.book.facts(trial_id)
+        live.user_paused = False
         if trial.status is TrialStatus.RUNNING:
-            self._cancel_user_pause(trial_id)
-            if trial_id in self._pausing and trial_id not in self._requeue_requested:
-                self._resume_on_arrival.add(trial_id)
+            live.drop_pause()
+            if live.told is Decision.PAUSE and not live.making_room:
+                live.resume_on_arrival = True
             return
         if trial.status is not TrialStatus.PAUSED:
             raise IllegalTransitionError(
                 f"trial {trial_id} is {trial.status}; only a paused trial can be resumed"
             )
-        self._resume_on_arrival.discard(trial_id)
+        live.resume_on_arrival = False
         if trial.paused_by == "suspend":
-            self.executor.reply(trial_id, Decision.CONTINUE)
-            self._heard_at[trial_id] = time.monotonic()
             self._set(
                 trial.evolve(status=TrialStatus.RUNNING, paused_by=None, started_at=time.time())
             )
+            self._reply(self.book[trial_id], Decision.CONTINUE)
+            live.heard_at = time.monotonic()
         else:
             self._set(trial.evolve(status=TrialStatus.PENDING, paused_by=None))
-            position = self._first_fresh_in_queue() if trial.has_checkpoint else 0
-            self._queue.insert(position, trial_id)
+            self.book.enqueue(trial_id, "ahead" if trial.has_checkpoint else "first")
         self.bus.publish(TrialResumed(trial_id))
 
     def stop_trial(self, trial_id: int, force: bool = False) -> None:
@@ -869,33 +833,29 @@ class TrialRunner:
         if trial.status.is_finished:
             raise IllegalTransitionError(f"trial {trial_id} has already ended ({trial.status})")
         if trial.status is TrialStatus.RUNNING:
-            self._stop_requested.add(trial_id)
+            self.book.live[trial_id].ask(Decision.STOP)
             if force and self.executor.can_kill_trial:
                 self.executor.kill(trial_id)
             return
         if trial.paused_by == "suspend":
-            self.executor.reply(trial_id, Decision.STOP)
+            self._reply(trial, Decision.STOP)
         self._end(trial, TrialStatus.TERMINATED)
 
     def pause_all(self) -> None:
         """Hold the whole experiment: every trial pauses and none starts."""
         self._paused_all = True
-        for trial in list(self.trials.values()):
+        for trial in self.book:
             if trial.status in (TrialStatus.PENDING, TrialStatus.RUNNING):
                 self.pause_trial(trial.trial_id)
 
     def resume_all(self) -> None:
         """Let the experiment go on: every paused trial resumes, new ones may start."""
         self._paused_all = False
-        for trial in list(self.trials.values()):
-            if trial.status is TrialStatus.PAUSED or trial.trial_id in self._pausing:
+        for trial in self.book:
+            live = self.book.facts(trial.trial_id)
+            if trial.status is TrialStatus.PAUSED or live.told is Decision.PAUSE:
                 self.resume_trial(trial.trial_id)
-            self._cancel_user_pause(trial.trial_id)
-
-    def _cancel_user_pause(self, trial_id: int) -> None:
-        """Drop a pause the user asked for (not one that makes room under a lower limit)."""
-        if trial_id not in self._requeue_requested:
-            self._pause_requested.discard(trial_id)
+            live.drop_pause()
 
     def fork(self, trial_id: int, config: Mapping[str, Any]) -> int:
         """Start a new trial with `config` from trial `trial_id`'s latest checkpoint."""
@@ -916,27 +876,25 @@ class TrialRunner:
         """
         self.max_concurrent = max_concurrent
         self.executor.resize(max_concurrent)
-        user_pauses = self._pause_requested - self._requeue_requested
-        leaving = {*self._pausing, *user_pauses, *self._stop_requested, *self._ending}
-        running = [
-            trial
-            for trial in self.trials.values()
-            if trial.status is TrialStatus.RUNNING and trial.trial_id not in leaving
-        ]
+        on_worker = [self.book.live[trial_id] for trial_id in self.book.on_worker()]
+        staying = sum(not live.leaving for live in on_worker)
+        running = [t for t in self.book.running() if not self.book.live[t.trial_id].leaving]
         running.sort(key=lambda trial: trial.started_at or 0.0, reverse=True)
-        excess = len(self._occupied) - len(leaving & self._occupied) - max_concurrent
-        for trial in running[: max(0, excess)]:
-            self._requeue_requested.add(trial.trial_id)
-            self._pause_requested.add(trial.trial_id)
-        for trial in running[max(0, excess) :]:
-            if trial.trial_id in self._requeue_requested:
-                self._requeue_requested.discard(trial.trial_id)
-                self._pause_requested.discard(trial.trial_id)
+        excess = max(0, staying - max_concurrent)
+        for trial in running[:excess]:
+            live = self.book.live[trial.trial_id]
+            live.making_room = True
+            live.ask(Decision.PAUSE)
+        for trial in running[excess:]:
+            live = self.book.live[trial.trial_id]
+            if live.making_room:
+                live.making_room = False
+                live.drop_pause()
 
     # ----- bookkeeping ------------------------------------------------------------------------
 
     def _set(self, trial: Trial, *, journal: bool = True) -> None:
-        self.trials[trial.trial_id] = trial
+        self.book.put(trial)
         if journal:
             self.storage.record_trial(trial, self.trials.values)
 
@@ -977,7 +935,7 @@ def _ran(trial: Trial) -> dict[str, Any]:
     }
 
 
-def _paused_without_worker(trial: Trial) -> str:
+def _waits_by(trial: Trial) -> str:
     """How a trial waits once it has no worker: from its checkpoint, or from scratch."""
     return "checkpoint" if trial.has_checkpoint else "queue"
 

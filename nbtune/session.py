@@ -18,20 +18,23 @@ from typing import Any, Protocol
 
 import cloudpickle
 
-from nbtune.schedulers._base import Decision
+from nbtune.protocol import (
+    Decision,
+    Nudge,
+    Reply,
+    WorkerPaused,
+    WorkerResult,
+    WorkerSuspended,
+)
 
 RESERVED_KEYS = frozenset({"trial_id", "training_iteration", "timestamp", "time_total_s"})
-
-NUDGE = "nudge"
-"""What the runner sends a trial that reports without waiting when it has something to say
-(a pause, a stop): the trial's next report then waits for the runner's answer."""
 
 
 class Channel(Protocol):
     """The worker's line to the runner: send a message, receive the runner's reply, and see
     whether one is there without waiting."""
 
-    def send(self, message: tuple) -> None: ...
+    def send(self, message: Any) -> None: ...
 
     def recv(self) -> Any: ...
 
@@ -42,7 +45,7 @@ def answer(channel: Channel) -> Any:
     """The runner's next answer on `channel`, past any nudge (one left over from a trial
     that ended before its next report is harmless)."""
     message = channel.recv()
-    while message == NUDGE:
+    while isinstance(message, Nudge):
         message = channel.recv()
     return message
 
@@ -85,8 +88,8 @@ class TrialSession:
         """Send one result and, unless the runner said it may go on unanswered, wait for its
         decision.
 
-        The runner answers each result it must decide on with `(decision, free_steps)`: that
-        many next results cannot change the trial's course (no rung of the scheduler, no stop
+        The runner answers each result it must decide on with a `Reply`: its `free_steps`
+        next results cannot change the trial's course (no rung of the scheduler, no stop
         criterion falls on them), so they travel without a round trip. Should the runner need
         an answer sooner (the user paused the trial), it nudges, and the next report waits.
         """
@@ -97,11 +100,14 @@ class TrialSession:
         self.iteration += 1
         path = None if checkpoint is None else self._save_checkpoint(checkpoint)
         waits = self._free_steps == 0 or self._channel.poll()
-        self._channel.send(("result", metrics, path, self.drain_output(), time.time(), waits))
+        output = self.drain_output()
+        self._channel.send(
+            WorkerResult(self.trial_id, metrics, path, output, time.time(), waits=waits)
+        )
         if not waits:
             self._free_steps -= 1
             return
-        decision, self._free_steps = answer(self._channel)
+        decision = self._await_reply()
         if decision is Decision.PAUSE:
             decision = self._pause(path)
         if decision is Decision.STOP:
@@ -112,13 +118,18 @@ class TrialSession:
         (so a resume repeats nothing), else by waiting here until resumed or stopped."""
         path = checkpoint_path or self._checkpoint_now()
         if path is not None:
-            self._channel.send(("paused", path))
+            self._channel.send(WorkerPaused(self.trial_id, path))
             raise TrialPaused
-        self._channel.send(("suspended",))
-        decision, self._free_steps = answer(self._channel)
+        self._channel.send(WorkerSuspended(self.trial_id))
+        decision = self._await_reply()
         while decision is Decision.PAUSE:
-            decision, self._free_steps = answer(self._channel)
+            decision = self._await_reply()
         return decision
+
+    def _await_reply(self) -> Decision:
+        reply: Reply = answer(self._channel)
+        self._free_steps = reply.free_steps
+        return reply.decision
 
     def _checkpoint_now(self) -> str | None:
         if self.checkpoint_on_demand is None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from nbtune.protocol import TrialLaunch, WorkerDone, WorkerFailed
 from nbtune.session import Channel, TrialPaused, TrialSession, TrialStopped
 
 
@@ -49,27 +49,6 @@ class Trainable:
         """Release resources when the trial ends."""
 
 
-@dataclass(frozen=True)
-class TrialLaunch:
-    """Everything a worker needs to run one trial, apart from the trainable itself.
-
-    Attributes:
-        trial_id: the trial's id.
-        config: its configuration.
-        iteration: results it has already reported; its next result is `iteration + 1`.
-        checkpoint_path: absolute path of the checkpoint to resume from, if any.
-        checkpoint_dir: where the worker writes the trial's new checkpoints.
-        capture_output: whether to capture what the trial prints and ship it to the runner.
-    """
-
-    trial_id: int
-    config: Mapping[str, Any]
-    iteration: int
-    checkpoint_path: str | None
-    checkpoint_dir: str
-    capture_output: bool = True
-
-
 def is_class_trainable(trainable: object) -> bool:
     return isinstance(trainable, type) and issubclass(trainable, Trainable)
 
@@ -96,9 +75,10 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
         return
     except BaseException as exc:
         summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        channel.send(("error", summary, traceback.format_exc(), session.drain_output()))
+        output = session.drain_output()
+        channel.send(WorkerFailed(launch.trial_id, summary, traceback.format_exc(), output))
         return
-    channel.send(("done", session.drain_output()))
+    channel.send(WorkerDone(launch.trial_id, session.drain_output()))
 
 
 def _run_function(train: Callable, session: TrialSession, config: Mapping[str, Any]) -> None:

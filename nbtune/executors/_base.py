@@ -12,89 +12,10 @@ on the executor's type.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
-from nbtune.schedulers._base import Decision
-from nbtune.trainable import TrialLaunch
-
-
-@dataclass(frozen=True)
-class WorkerEvent:
-    """Something a trial's worker told the runner."""
-
-    trial_id: int
-
-
-@dataclass(frozen=True)
-class WorkerResult(WorkerEvent):
-    """The trial reported. `checkpoint` is an absolute path or None. If it `waits`, the trial
-    takes no further step before a `reply()`; else the runner promised it could go on (see
-    `nbtune.session.TrialSession.report`)."""
-
-    metrics: Mapping[str, Any]
-    checkpoint: str | None
-    output: str
-    timestamp: float
-    waits: bool = True
-
-
-@dataclass(frozen=True)
-class WorkerDone(WorkerEvent):
-    """The trial ended normally (it returned, or it obeyed a STOP reply)."""
-
-    output: str
-
-
-@dataclass(frozen=True)
-class WorkerPaused(WorkerEvent):
-    """The trial saved `checkpoint` (an absolute path) and left its worker, to resume later."""
-
-    checkpoint: str
-
-
-@dataclass(frozen=True)
-class WorkerSuspended(WorkerEvent):
-    """The trial cannot checkpoint, so it waits inside `report()`, holding its worker."""
-
-
-@dataclass(frozen=True)
-class WorkerFailed(WorkerEvent):
-    """The trainable raised; `error` is one line, `traceback` the full text."""
-
-    error: str
-    traceback: str
-    output: str = ""
-
-
-@dataclass(frozen=True)
-class WorkerLost(WorkerEvent):
-    """The worker vanished without a word (killed, crashed, or its executor broke).
-
-    A `bystander` was lost only because another trial's worker died and took the shared pool
-    down with it (loky): nothing went wrong with the trial itself, so it is not a failure.
-    """
-
-    error: str
-    bystander: bool = False
-
-
-_MESSAGES: dict[str, type[WorkerEvent]] = {
-    "result": WorkerResult,
-    "suspended": WorkerSuspended,
-    "paused": WorkerPaused,
-    "done": WorkerDone,
-    "error": WorkerFailed,
-}
-ONGOING = ("result", "suspended")
-"""Messages after which the trial still holds its worker; every other one is its last."""
-
-
-def event_from_message(trial_id: int, message: tuple) -> WorkerEvent:
-    """Turn a worker's wire message (see `nbtune.session`) into a `WorkerEvent`."""
-    kind, *fields = message
-    return _MESSAGES[kind](trial_id, *fields)
+from nbtune.protocol import Decision, TrialLaunch, WorkerEvent
 
 
 class Executor:
@@ -111,8 +32,6 @@ class Executor:
     can_kill_worker: ClassVar[bool] = False
     """Whether `kill` can end a hung trial at all, even if the trials that share its pool are
     lost with it (they come back as `WorkerLost` bystanders, to be restarted)."""
-    streams_results: ClassVar[bool] = True
-    """Whether results arrive while a trial runs (rather than only when it ends)."""
     captures_output: ClassVar[bool] = False
     """Whether what a trial prints is shipped to the runner instead of the worker's stdout."""
     pickles_trainable: ClassVar[bool] = True

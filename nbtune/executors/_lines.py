@@ -3,8 +3,8 @@
     worker (any process)                         runner thread
     --------------------                         -------------
     connect(address, authkey) -- once, kept ---> accept thread files the connection
-    send(("hello", launch key, pid)) ----------> poll(): is this launch still wanted?
-    recv() <------------------------------------ True (run it) or False (a stale copy: skip)
+    send(Hello(launch key, pid)) --------------> poll(): is this launch still wanted?
+    recv() <------------------------------------ Ack(True) (run it) or Ack(False) (stale: skip)
     run_trial(..., connection) <---------------> poll() / reply(): results and decisions
 
 A connection carries the trials of its worker one after another. The handshake names the
@@ -13,7 +13,7 @@ resubmitted after its worker died) is recognised and refused: a trial never runs
 once and nothing is reported twice. The process executors (loky, Dask) share this module;
 they differ in how tasks reach workers and in the address family (AF_UNIX, or TCP).
 
-A worker may instead serve the whole run (loky): it says ("ready", pid) once, and the runner
+A worker may instead serve the whole run (loky): it says `Ready(pid)` once, and the runner
 sends each trial's launch down its line whenever the line is idle (`launch()`), which spares
 a task submission and a handshake per trial. A line whose trial was told to stop takes the
 next launch at once (`release()`): the worker reads it as soon as the trial has ended.
@@ -37,10 +37,10 @@ from typing import Any
 
 import cloudpickle
 
-from nbtune.executors._base import ONGOING, WorkerEvent, WorkerLost, event_from_message
+from nbtune.protocol import Ack, Hello, Ready, WorkerEvent, WorkerLost
 from nbtune.session import answer
 
-Translate = Callable[[int, tuple], tuple]
+Translate = Callable[[WorkerEvent], WorkerEvent]
 """Turns a worker's message into the one the runner sees (the Dask executor stores shipped
 checkpoints with it); called on the runner thread, while the trial still owns its line."""
 
@@ -113,8 +113,8 @@ def hang_up() -> None:
 
 def greet(connection: WorkerLine, launch_key: int) -> bool:
     """Name the launch this task runs (and the process); whether the runner still wants it."""
-    connection.send(("hello", launch_key, os.getpid()))
-    return bool(answer(connection))
+    connection.send(Hello(launch_key, os.getpid()))
+    return answer(connection).ok
 
 
 def _no_delay(connection: Connection) -> None:
@@ -285,23 +285,23 @@ class TrialLines:
                 error = "its worker died before it started"
                 lost.append(WorkerLost(following, error, bystander=True))
             return lost
-        if message[0] == "hello":
-            self._greeted(connection, *message[1:])
+        if isinstance(message, Hello):
+            self._greeted(connection, message)
             return []
-        if message[0] == "ready":
-            self._serving[connection] = message[1]
+        if isinstance(message, Ready):
+            self._serving[connection] = message.pid
             self._idle.append(connection)
             return []
         if self._translate is not None:
-            message = self._translate(trial_id, message)
-        if message[0] not in ONGOING:
+            message = self._translate(message)
+        if not message.holds_worker:
             self._pids.pop(trial_id, None)
             self._released.discard(trial_id)
             following = self._next.pop(connection, None)
             self._assign(connection, following)
             if following is None and connection in self._serving:
                 self._idle.append(connection)
-        return [event_from_message(trial_id, message)]
+        return [message]
 
     def _lost(self, trial_id: int) -> WorkerLost:
         pid = self._pids.pop(trial_id, None)
@@ -309,14 +309,14 @@ class TrialLines:
             return WorkerLost(trial_id, "another trial's worker died", bystander=True)
         return WorkerLost(trial_id, "its worker process died")
 
-    def _greeted(self, connection: Connection, launch_key: int, pid: int) -> None:
+    def _greeted(self, connection: Connection, hello: Hello) -> None:
         with self._lock:
-            trial_id = self._expected.pop(launch_key, None)
+            trial_id = self._expected.pop(hello.launch_key, None)
         if trial_id is not None:
             self._assign(connection, trial_id)
-            self._pids[trial_id] = pid
+            self._pids[trial_id] = hello.pid
         with contextlib.suppress(OSError):
-            connection.send(trial_id is not None)
+            connection.send(Ack(trial_id is not None))
 
     def _assign(self, connection: Connection, trial_id: int | None) -> None:
         with self._lock:

@@ -4,11 +4,11 @@
     ----------------------                         -------------------------
     start(launch) -- client.submit(key=...) -----> _run_on_worker(trainable, launch, bytes)
     accept thread <-- TCP connect(address, key) -- (once per worker thread, then kept open)
-    poll() <----------------------------------> ("hello", launch key, pid) / True or False
-    poll() <----------------------------------- ("result", metrics, shipped checkpoint, ...)
+    poll() <----------------------------------> Hello(launch key, pid) / Ack(wanted)
+    poll() <----------------------------------- WorkerResult(..., checkpoint=Shipped(...))
       stores the checkpoint on the driver's disk
-    reply(trial, decision) -------------------> report() returns, or ends the trial
-    poll() <----------------------------------- ("done", ...), ("paused", ...), ("error", ...)
+    reply(trial, decision) ---- Reply --------> report() returns, or ends the trial
+    poll() <----------------------------------- WorkerDone, WorkerPaused or WorkerFailed
     future callback: the task failed ---------> WorkerLost
 
 Why a TCP line back to the driver rather than Dask's own messaging: a report must wait for
@@ -48,11 +48,22 @@ from typing import Any
 
 import cloudpickle
 
-from nbtune.executors._base import Executor, WorkerEvent, WorkerLost
+from nbtune.executors._base import Executor
 from nbtune.executors._lines import TrialLines, connect, greet, hang_up, load_trainable
-from nbtune.schedulers._base import Decision
-from nbtune.session import NUDGE, answer, write_atomically
-from nbtune.trainable import TrialLaunch, run_trial
+from nbtune.protocol import (
+    NUDGE,
+    Ack,
+    Decision,
+    Reply,
+    TrialLaunch,
+    WorkerEvent,
+    WorkerFailed,
+    WorkerLost,
+    WorkerPaused,
+    WorkerResult,
+)
+from nbtune.session import answer, write_atomically
+from nbtune.trainable import run_trial
 
 try:
     import distributed
@@ -90,15 +101,14 @@ class _ShippingChannel:
         self._connection = connection
         self._worker = worker
 
-    def send(self, message: tuple) -> None:
-        kind = message[0]
-        if kind == "result" and message[2] is not None:
-            message = (kind, message[1], self._ship(message[2]), *message[3:])
-        if kind == "paused":
-            self._connection.send((kind, self._ship(message[1])))
+    def send(self, event: WorkerEvent) -> None:
+        if isinstance(event, WorkerResult) and event.checkpoint is not None:
+            event = replace(event, checkpoint=self._ship(event.checkpoint))
+        if isinstance(event, WorkerPaused):
+            self._connection.send(replace(event, checkpoint=self._ship(event.checkpoint)))
             answer(self._connection)  # the driver holds it now: the task may clean up
             return
-        self._connection.send(message)
+        self._connection.send(event)
 
     def recv(self) -> Any:
         return self._connection.recv()
@@ -167,7 +177,6 @@ class DaskExecutor(Executor):
     """
 
     can_kill_trial = True
-    streams_results = True
     captures_output = True
 
     def __init__(
@@ -219,7 +228,7 @@ class DaskExecutor(Executor):
         future.add_done_callback(lambda done: self._task_done(launch_key, launch.trial_id, done))
 
     def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
-        self._lines.reply(trial_id, (decision, free_steps))
+        self._lines.reply(trial_id, Reply(decision, free_steps))
 
     def nudge(self, trial_id: int) -> None:
         self._lines.reply(trial_id, NUDGE)
@@ -273,20 +282,19 @@ class DaskExecutor(Executor):
             return data
         return self.client.scatter(data, hash=False)
 
-    def _receive_checkpoint(self, trial_id: int, message: tuple) -> tuple:
+    def _receive_checkpoint(self, event: WorkerEvent) -> WorkerEvent:
         """Store a shipped checkpoint on the driver's disk; the runner sees its path there."""
-        kind = message[0]
-        if kind == "result" and isinstance(message[2], Shipped):
-            return (kind, message[1], self._store_or_none(trial_id, message[2]), *message[3:])
-        if kind != "paused":
-            return message
+        trial_id = event.trial_id
+        if isinstance(event, WorkerResult) and isinstance(event.checkpoint, Shipped):
+            return replace(event, checkpoint=self._store_or_none(trial_id, event.checkpoint))
+        if not isinstance(event, WorkerPaused):
+            return event
         try:
-            path = self._store(trial_id, message[1])
+            return replace(event, checkpoint=self._store(trial_id, event.checkpoint))
         except Exception as exc:
-            return ("error", f"its checkpoint could not be fetched: {exc!r}", "", "")
+            return WorkerFailed(trial_id, f"its checkpoint could not be fetched: {exc!r}", "")
         finally:
-            self._lines.reply(trial_id, True)
-        return (kind, path)
+            self._lines.reply(trial_id, Ack(True))
 
     def _store_or_none(self, trial_id: int, shipped: Shipped) -> str | None:
         """The stored checkpoint of a result; None if its worker died before it was fetched

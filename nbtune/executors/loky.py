@@ -3,11 +3,11 @@
     runner thread                               loky worker process
     -------------                               -------------------
     open() ---------- pool.submit, once a worker --> _serve(trainable, lines): the whole run
-    accept thread <--- connect(address) ------------ ("ready", pid)
+    accept thread <--- connect(address) ------------ Ready(pid)
     start(launch) ---- down an idle line -----------> run_trial(...), then the next launch
-    poll() <------------------------------ ("result", metrics, checkpoint, output, t, waits)
-    reply(trial, decision) ------------------------> report() returns, or ends the trial
-    poll() <-------------------------------------- ("done", ...) or ("error", ...): line idle
+    poll() <-------------------------------------------- WorkerResult(metrics, ..., waits)
+    reply(trial, decision) ---- Reply --------------> report() returns, or ends the trial
+    poll() <------------------------------ WorkerDone or WorkerFailed: the line is idle
     future callback: the pool broke -------------> serve again, on a fresh pool
 
 Each worker runs one serving task per run and takes the run's trials down its authenticated
@@ -38,11 +38,20 @@ import cloudpickle
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
-from nbtune.executors._base import Executor, WorkerEvent, WorkerLost
+from nbtune.executors._base import Executor
 from nbtune.executors._lines import TrialLines, WorkerLine, connect, hang_up, load_trainable
-from nbtune.schedulers._base import Decision
-from nbtune.session import NUDGE, answer
-from nbtune.trainable import TrialLaunch, run_trial
+from nbtune.protocol import (
+    NUDGE,
+    Decision,
+    Ready,
+    Reply,
+    TrialLaunch,
+    WorkerEvent,
+    WorkerFailed,
+    WorkerLost,
+)
+from nbtune.session import answer
+from nbtune.trainable import run_trial
 
 _IDLE_WORKER_TIMEOUT_S = 300
 _POOL_ERRORS = (BrokenProcessPool, ShutdownExecutorError)
@@ -96,7 +105,7 @@ def _serve(payload: bytes, address: str, authkey: bytes) -> None:
     another, until the run hangs up."""
     try:
         connection = connect(address, authkey)
-        connection.send(("ready", os.getpid()))
+        connection.send(Ready(os.getpid()))
         while True:
             _run_one(payload, answer(connection), connection)
     except (OSError, EOFError):
@@ -108,7 +117,9 @@ def _run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> Non
         trainable = load_trainable(payload)
     except Exception as exc:
         summary = f"the trainable cannot be loaded in the worker: {type(exc).__name__}: {exc}"
-        connection.send(("error", summary.splitlines()[0], traceback.format_exc(), ""))
+        connection.send(
+            WorkerFailed(launch.trial_id, summary.splitlines()[0], traceback.format_exc())
+        )
         return
     run_trial(trainable, launch, connection)
 
@@ -126,7 +137,6 @@ class LokyExecutor(Executor):
 
     can_kill_trial = False
     can_kill_worker = True
-    streams_results = True
     captures_output = True
 
     def __init__(self, max_workers: int | None = None) -> None:
@@ -167,7 +177,7 @@ class LokyExecutor(Executor):
     def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
         """Answer the trial; if its worker has just died, the next poll reports it lost. A
         trial told to stop leaves its line to the next launch."""
-        self._lines.reply(trial_id, (decision, free_steps))
+        self._lines.reply(trial_id, Reply(decision, free_steps))
         if decision is Decision.STOP:
             self._lines.release(trial_id)
 

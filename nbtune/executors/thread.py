@@ -7,24 +7,22 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from nbtune.executors._base import ONGOING, Executor, WorkerEvent, event_from_message
-from nbtune.schedulers._base import Decision
-from nbtune.session import NUDGE
-from nbtune.trainable import TrialLaunch, run_trial
+from nbtune.executors._base import Executor
+from nbtune.protocol import NUDGE, Decision, Reply, TrialLaunch, WorkerEvent
+from nbtune.trainable import run_trial
 
 
 class _ThreadChannel:
     """A trial thread's line to the runner: its messages go to the shared event queue."""
 
-    def __init__(self, trial_id: int, events: queue.SimpleQueue) -> None:
-        self.trial_id = trial_id
+    def __init__(self, events: queue.SimpleQueue) -> None:
         self.replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.forgotten = False
         self._events = events
 
-    def send(self, message: tuple) -> None:
+    def send(self, event: WorkerEvent) -> None:
         if not self.forgotten:
-            self._events.put((self.trial_id, message))
+            self._events.put(event)
 
     def recv(self) -> Any:
         return self.replies.get()
@@ -53,7 +51,7 @@ class ThreadExecutor(Executor):
         self._channels = {}
 
     def start(self, launch: TrialLaunch) -> None:
-        channel = _ThreadChannel(launch.trial_id, self._events)
+        channel = _ThreadChannel(self._events)
         self._channels[launch.trial_id] = channel
         thread = threading.Thread(
             target=run_trial,
@@ -64,7 +62,7 @@ class ThreadExecutor(Executor):
         thread.start()
 
     def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
-        self._channels[trial_id].replies.put((decision, free_steps))
+        self._channels[trial_id].replies.put(Reply(decision, free_steps))
 
     def nudge(self, trial_id: int) -> None:
         channel = self._channels.get(trial_id)
@@ -78,25 +76,23 @@ class ThreadExecutor(Executor):
             return []
         while not self._events.empty():
             items.append(self._events.get_nowait())
-        return [self._to_event(*item) for item in items if item is not None]
-
-    def _to_event(self, trial_id: int, message: tuple) -> WorkerEvent:
-        event = event_from_message(trial_id, message)
-        if message[0] not in ONGOING:
-            self._channels.pop(trial_id, None)
-        return event
+        events = [item for item in items if item is not None]
+        for event in events:
+            if not event.holds_worker:
+                self._channels.pop(event.trial_id, None)
+        return events
 
     def forget(self, trial_id: int) -> None:
         """A thread cannot be killed: it goes on unheard, and stops at its next report."""
         channel = self._channels.pop(trial_id, None)
         if channel is not None:
             channel.forgotten = True
-            channel.replies.put((Decision.STOP, 0))
+            channel.replies.put(Reply(Decision.STOP))
 
     def wakeup(self) -> None:
         self._events.put(None)
 
     def close(self) -> None:
         for channel in self._channels.values():
-            channel.replies.put((Decision.STOP, 0))
+            channel.replies.put(Reply(Decision.STOP))
         self._channels = {}

@@ -1,6 +1,7 @@
 """Trial schedulers: what a running trial does after each result, and what runs next."""
 
-from nbtune.schedulers._base import Decision, Exploit, Resume, Scheduler, Stop
+from nbtune.protocol import Decision
+from nbtune.schedulers._base import Exploit, Resume, Scheduler, Stop
 from nbtune.schedulers.asha import ASHA
 from nbtune.schedulers.fifo import FIFOScheduler
 from nbtune.schedulers.hyperband import HyperBand

@@ -6,9 +6,9 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
+from nbtune.protocol import Decision
 from nbtune.trial import Trial
 
 NO_LIMIT = sys.maxsize
@@ -19,17 +19,6 @@ def results_before(at: float, iteration: int) -> int:
     """How many results a trial that has reported `iteration` of them sends before its
     iteration count reaches `at` (that result itself not counted)."""
     return max(0, math.ceil(at) - iteration - 1)
-
-
-class Decision(Enum):
-    """A scheduler's verdict on a trial after one of its results.
-
-    CONTINUE lets it go on, PAUSE frees its worker until it is resumed, STOP ends it.
-    """
-
-    CONTINUE = "CONTINUE"
-    PAUSE = "PAUSE"
-    STOP = "STOP"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from nbtune.schedulers._base import Decision, Scheduler
+from nbtune.protocol import Decision
+from nbtune.schedulers._base import Scheduler
 from nbtune.trial import Trial
 
 

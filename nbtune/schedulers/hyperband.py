@@ -15,7 +15,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nbtune.schedulers._base import Decision, Resume, Scheduler, Stop, check_positive
+from nbtune.protocol import Decision
+from nbtune.schedulers._base import Resume, Scheduler, Stop, check_positive
 from nbtune.trial import Trial
 
 
@@ -167,7 +168,6 @@ class Bracket:
         self.rung = 0
         self.reached: dict[int, float] = {}
         self.closed = False
-        self.history: list[list[int]] = []
 
     @property
     def milestone(self) -> float:
@@ -193,8 +193,7 @@ class Bracket:
         return min(len(self.reached), max(1, paper))
 
     def advance(self, kept: set[int]) -> None:
-        """Move to the next rung with only `kept` alive; record who went on."""
-        self.history.append(sorted(kept))
+        """Move to the next rung with only `kept` alive."""
         self.alive = set(kept)
         self.reached = {}
         self.rung += 1

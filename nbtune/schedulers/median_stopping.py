@@ -12,7 +12,8 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from nbtune.schedulers._base import Decision, Scheduler, check_positive
+from nbtune.protocol import Decision
+from nbtune.schedulers._base import Scheduler, check_positive
 from nbtune.trial import Trial
 
 

@@ -14,7 +14,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbtune.schedulers._base import Decision, Exploit, Scheduler, check_positive
+from nbtune.protocol import Decision
+from nbtune.schedulers._base import Exploit, Scheduler, check_positive
 from nbtune.space import Choice, Domain, LogUniform, RandInt, Uniform
 from nbtune.trial import Trial
 

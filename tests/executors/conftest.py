@@ -6,9 +6,8 @@ import time
 
 import pytest
 
-from nbtune.executors._base import WorkerDone, WorkerFailed, WorkerLost, WorkerResult
+from nbtune.protocol import TrialLaunch, WorkerDone, WorkerFailed, WorkerLost, WorkerResult
 from nbtune.schedulers import Decision
-from nbtune.trainable import TrialLaunch
 
 ENDINGS = (WorkerDone, WorkerFailed, WorkerLost)
 

@@ -6,7 +6,7 @@ import cloudpickle
 import pytest
 import trainables
 
-from nbtune.executors._base import WorkerDone, WorkerFailed, WorkerResult
+from nbtune.protocol import WorkerDone, WorkerFailed, WorkerResult
 from nbtune.schedulers import Decision
 
 

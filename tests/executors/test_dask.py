@@ -15,8 +15,8 @@ from executors.conftest import Driver
 import nbtune as nt
 from nbtune import registry
 from nbtune.events import TrialResult, TrialRetried
-from nbtune.executors._base import WorkerPaused, WorkerResult
 from nbtune.executors._lines import TrialLines, connect, hang_up
+from nbtune.protocol import Ack, Hello, WorkerPaused, WorkerResult
 from nbtune.schedulers import Decision
 
 distributed = pytest.importorskip("distributed")
@@ -124,16 +124,16 @@ def test_a_second_copy_of_a_launch_is_refused():
     def hello(launch_key):
         hang_up()
         connection = connect(lines.address, lines.authkey)
-        connection.send(("hello", launch_key, os.getpid()))
+        connection.send(Hello(launch_key, os.getpid()))
         while not connection.poll():
             lines.poll(1.0)
         return connection.recv()
 
     try:
         lines.expect(7, trial_id=0)
-        assert hello(7) is True
+        assert hello(7) == Ack(True)
         assert lines.serves(0)
-        assert hello(7) is False, "a copy of launch 7, run again after its worker died"
+        assert hello(7) == Ack(False), "a copy of launch 7, run again after its worker died"
     finally:
         hang_up()
         lines.close()

@@ -15,7 +15,7 @@ import trainables
 from executors.conftest import Driver
 
 import nbtune as nt
-from nbtune.executors._base import WorkerDone, WorkerLost
+from nbtune.protocol import WorkerDone, WorkerLost
 from nbtune.schedulers import Decision
 
 

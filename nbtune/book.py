@@ -1,0 +1,218 @@
+"""The runner's book of trials: every trial's record, and the runtime facts of each live one.
+
+    TrialBook
+      trials  id -> Trial       immutable records, journaled on disk; what snapshots show
+      queue   [id, ...]         the PENDING trials, in the order they will start
+      live    id -> LiveTrial   what the runner knows of a trial that is not over: its worker,
+                                the decision on its way to it, what it waits for...
+
+A trial is live from its creation until it has ended and let go of its worker (a trial told
+to stop has ended, but its worker winds down a little longer). Only the runner thread touches
+the book. `check()` states the invariants that tie the three together; the tests call it after
+every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from nbtune.protocol import Decision
+from nbtune.schedulers._base import Exploit
+from nbtune.trial import Trial, TrialStatus
+
+
+@dataclass
+class LiveTrial:
+    """The runtime facts of one trial that is not over; none is saved (a restored run starts
+    them afresh).
+
+    Attributes:
+        on_worker: a worker holds the trial: from its launch until it ends, pauses by
+            checkpoint, or is lost.
+        told: the decision replied to it (PAUSE or STOP) that its worker has not yet carried
+            out; a trial told to STOP no longer counts against `max_concurrent`.
+        pending: the decision (PAUSE or STOP) it gets at its next report; a stop outranks a
+            pause.
+        making_room: the pause (pending or told) gives back its worker because the run's
+            concurrency was lowered; the trial goes back to the head of the queue.
+        resume_on_arrival: the user resumed it while its pause was on the way.
+        user_paused: the user paused it; only the user resumes it, never the scheduler.
+        reporting_freely: it was told that its next results need not wait for an answer.
+        replay_until: it restarted from a checkpoint older than its last result: results up
+            to this iteration are already in the log and are replayed, not recorded again.
+        heard_at: when its worker last said anything (monotonic seconds), for the timeout.
+        timed_out: the error it fails with once its worker, killed for silence, is lost.
+        fork_waiting: a fork the scheduler asked for, to start once this trial has ended.
+    """
+
+    trial_id: int
+    on_worker: bool = False
+    told: Decision | None = None
+    pending: Decision | None = None
+    making_room: bool = False
+    resume_on_arrival: bool = False
+    user_paused: bool = False
+    reporting_freely: bool = False
+    replay_until: int | None = None
+    heard_at: float = 0.0
+    timed_out: str | None = None
+    fork_waiting: Exploit | None = None
+
+    def ask(self, decision: Decision) -> None:
+        """Have the trial take `decision` at its next report; a stop already asked for stays."""
+        if self.pending is not Decision.STOP:
+            self.pending = decision
+
+    def drop_pause(self) -> None:
+        """Forget a pause the user asked for (not one that makes room under a lower limit)."""
+        if self.pending is Decision.PAUSE and not self.making_room:
+            self.pending = None
+
+    @property
+    def leaving(self) -> bool:
+        """Whether the trial gives back its worker of its own accord: it was told to pause or
+        stop, or will be at its next report (a pause that only makes room does not count)."""
+        if self.told is not None or self.pending is Decision.STOP:
+            return True
+        return self.pending is Decision.PAUSE and not self.making_room
+
+
+class TrialBook:
+    """Every trial of a run, its queue, and one `LiveTrial` per live trial."""
+
+    def __init__(self) -> None:
+        self.trials: dict[int, Trial] = {}
+        self.queue: list[int] = []
+        self.live: dict[int, LiveTrial] = {}
+
+    def __len__(self) -> int:
+        return len(self.trials)
+
+    def __getitem__(self, trial_id: int) -> Trial:
+        return self.trials[trial_id]
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self.trials
+
+    def __iter__(self) -> Iterator[Trial]:
+        return iter(list(self.trials.values()))
+
+    # ----- records ----------------------------------------------------------------------------
+
+    def put(self, trial: Trial) -> None:
+        """Store the newest record of `trial`; a new trial becomes live."""
+        self.trials[trial.trial_id] = trial
+        if not trial.status.is_finished:
+            self.live.setdefault(trial.trial_id, LiveTrial(trial.trial_id))
+
+    def facts(self, trial_id: int) -> LiveTrial:
+        """The runtime facts of a live trial; a finished one gets a blank, unstored record."""
+        return self.live.get(trial_id) or LiveTrial(trial_id)
+
+    def ended(self, trial_id: int) -> Exploit | None:
+        """The trial has ended: drop what it was asked to do, and its record once its worker
+        has let go; return the fork that waited for its end, if any."""
+        if trial_id in self.queue:
+            self.queue.remove(trial_id)
+        live = self.live.get(trial_id)
+        if live is None:
+            return None
+        fork = live.fork_waiting
+        self.live[trial_id] = LiveTrial(
+            trial_id, on_worker=live.on_worker, told=live.told, heard_at=live.heard_at
+        )
+        self._forget_if_over(trial_id)
+        return fork
+
+    def left_worker(self, trial_id: int) -> None:
+        """The trial's worker has let go of it, or will say nothing more about it: whatever
+        was on its way to that worker lapses."""
+        live = self.live.get(trial_id)
+        if live is None:
+            return
+        live.on_worker = live.reporting_freely = False
+        live.making_room = live.resume_on_arrival = False
+        live.told = live.pending = live.timed_out = None
+        self._forget_if_over(trial_id)
+
+    def _forget_if_over(self, trial_id: int) -> None:
+        if self.trials[trial_id].status.is_finished and not self.live[trial_id].on_worker:
+            del self.live[trial_id]
+
+    # ----- the queue --------------------------------------------------------------------------
+
+    def enqueue(self, trial_id: int, where: str) -> None:
+        """Queue a PENDING trial: "first" (a restart), "ahead" (it carries on from a checkpoint:
+        before every fresh trial) or "last" (a fresh one)."""
+        if where == "first":
+            self.queue.insert(0, trial_id)
+        elif where == "ahead":
+            self.queue.insert(self._first_fresh(), trial_id)
+        else:
+            self.queue.append(trial_id)
+
+    def _first_fresh(self) -> int:
+        for position, trial_id in enumerate(self.queue):
+            if not self.trials[trial_id].has_checkpoint:
+                return position
+        return len(self.queue)
+
+    def waiting(self) -> list[Trial]:
+        """The queued trials, in queue order."""
+        return [self.trials[trial_id] for trial_id in self.queue]
+
+    # ----- workers ----------------------------------------------------------------------------
+
+    def on_worker(self) -> list[int]:
+        """The trials a worker holds, in id order."""
+        return sorted(trial_id for trial_id, live in self.live.items() if live.on_worker)
+
+    def slots_taken(self) -> int:
+        """Workers that count against `max_concurrent`: a trial told to stop makes room at
+        once, so that the next one is on its way while it winds down."""
+        return sum(live.on_worker and live.told is not Decision.STOP for live in self.live.values())
+
+    def running(self) -> list[Trial]:
+        return [t for t in self.trials.values() if t.status is TrialStatus.RUNNING]
+
+    # ----- invariants -------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise AssertionError, naming the trial, if the book contradicts itself."""
+        assert len(set(self.queue)) == len(self.queue), f"a trial is queued twice: {self.queue}"
+        for trial in self.trials.values():
+            queued = trial.trial_id in self.queue
+            pending = trial.status is TrialStatus.PENDING
+            assert queued == pending, f"trial {trial.trial_id} is {trial.status}, queued={queued}"
+            live = self.live.get(trial.trial_id)
+            if trial.status.is_finished:
+                assert live is None or _winds_down(live), f"trial {trial.trial_id}: {live}"
+                continue
+            assert live is not None, f"live trial {trial.trial_id} has no runtime record"
+            _check_live(trial, live)
+        assert set(self.live) <= set(self.trials), "runtime records of unknown trials"
+
+
+def _winds_down(live: LiveTrial) -> bool:
+    """What is left of an ended trial: only its worker, winding down."""
+    return live.on_worker and live.pending is None and not live.user_paused
+
+
+def _check_live(trial: Trial, live: LiveTrial) -> None:
+    name = f"trial {trial.trial_id} ({trial.status}, paused_by={trial.paused_by}): {live}"
+    running = trial.status is TrialStatus.RUNNING
+    suspended = trial.status is TrialStatus.PAUSED and trial.paused_by == "suspend"
+    assert live.trial_id == trial.trial_id, name
+    assert live.on_worker or not (running or suspended), f"no worker holds {name}"
+    assert live.on_worker or live.told is None, f"told a decision without a worker: {name}"
+    assert live.pending in (None, Decision.PAUSE, Decision.STOP), name
+    assert running or live.pending is None, f"a decision pending for a trial not running: {name}"
+    assert live.told is not Decision.CONTINUE, name
+    assert not live.making_room or (running and Decision.PAUSE in (live.pending, live.told)), (
+        f"making room without a pause: {name}"
+    )
+    assert not live.resume_on_arrival or live.told is Decision.PAUSE, name
+    assert live.on_worker or not live.reporting_freely, name
+    assert live.on_worker or live.timed_out is None, name
+    assert live.replay_until is None or live.replay_until > trial.iteration, name
