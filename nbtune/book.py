@@ -60,7 +60,10 @@ class LiveTrial:
     fork_waiting: Exploit | None = None
 
     def ask(self, decision: Decision) -> None:
-        """Have the trial take `decision` at its next report; a stop already asked for stays."""
+        """Have the trial take `decision` at its next report; a stop outranks a pause (and
+        the room that pause would have made)."""
+        if decision is Decision.STOP:
+            self.making_room = False
         if self.pending is not Decision.STOP:
             self.pending = decision
 

@@ -220,23 +220,31 @@ class TrialRunner:
             self._finish()
 
     def _loop(self) -> None:
-        """Commands, the run's clock, new trials, its end, then worker events; again."""
         deadline = None if self.time_budget_s is None else time.monotonic() + self.time_budget_s
-        while True:
-            with self.lock:
-                self._run_commands()
-                if deadline is not None and time.monotonic() >= deadline:
-                    self.request_stop("finished")
-                if self._stopping is None:
-                    self._fill_slots()
-                if self._is_over():
-                    self.state = self._stopping or "finished"
-                    return
-                self._look_after_workers()
-            events = self.executor.poll(self._poll_timeout(deadline))
-            with self.lock:
-                for event in events:
-                    self._handle(event)
+        while not self.step(deadline):
+            self.handle(self.executor.poll(self._poll_timeout(deadline)))
+
+    def step(self, deadline: float | None = None) -> bool:
+        """Everything the loop does between two polls: run the commands, mind the run's
+        `deadline`, start trials, look after the running ones. Returns whether the run is over.
+        """
+        with self.lock:
+            self._run_commands()
+            if deadline is not None and time.monotonic() >= deadline:
+                self.request_stop("finished")
+            if self._stopping is None:
+                self._fill_slots()
+            if self._is_over():
+                self.state = self._stopping or "finished"
+                return True
+            self._look_after_workers()
+            return False
+
+    def handle(self, events: Sequence[WorkerEvent]) -> None:
+        """Take in what the workers said, in order."""
+        with self.lock:
+            for event in events:
+                self._handle(event)
 
     def _is_over(self) -> bool:
         """No worker holds a trial, and the run was stopped or has nothing left to run."""
