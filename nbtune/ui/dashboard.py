@@ -181,14 +181,19 @@ class Dashboard:
         elapsed = time.time() - self._started if live else None
         self.title.value = title_html(str(getattr(self.source, "name", "")), state, elapsed)
         finished = sum(trial.status.is_finished for trial in trials)
-        self.progress.max = max(1, self._planned(len(trials)))
+        self.progress.max = max(1, self._planned(trials))
         self.progress.value = min(finished, self.progress.max)
         self.counts.value = counts_html(trials)
         self.best.value = best_html(trials, metric, mode)
 
-    def _planned(self, created: int) -> int:
-        searcher = getattr(self.source, "searcher", None)
-        return max(created, getattr(searcher, "total", 0) or 0)
+    def _planned(self, trials: Sequence[Trial]) -> int:
+        """The progress bar's end: the trials the searcher plans, plus those it did not suggest
+        (added by hand, forked, cloned by a scheduler); the trials so far if it cannot say."""
+        planned = getattr(getattr(self.source, "searcher", None), "planned_trials", None)
+        if planned is None:
+            return len(trials)
+        unplanned = sum(trial.origin != "searcher" for trial in trials)
+        return max(len(trials), planned + unplanned)
 
     def _draw_tab(
         self,
