@@ -103,6 +103,11 @@ class ResultsView:
     def _snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
         raise NotImplementedError
 
+    def snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
+        """The trials and the result rows at one moment, consistent with each other: what a
+        dashboard draws."""
+        return self._snapshot()
+
     def _best_row(self) -> Mapping[str, Any] | None:
         return best_row(self._snapshot()[1], self._require_metric(), self.mode)
 
