@@ -1,8 +1,19 @@
-"""Where the core meets a front end it never imports: what the front end may read and send.
+"""Where the core meets a front end it never imports: a registry filled from above.
 
-`DashboardSource` declares everything a dashboard reads from its source and every command its
-buttons send; `Tuner` and `ExperimentAnalysis` implement it, so the UI reads declared members
-instead of probing its source.
+No core module imports `nbtune.ui`, ipywidgets, plotly or IPython, not even inside a function
+(ARCHITECTURE.md, invariant 2), so the core runs the same in a script, a test or a notebook.
+As tqdm's `autonotebook` picks a front end from above both `std` and `notebook`, the package's
+face wires one in here:
+
+    nbtune/__init__.py --register(load)--> front_end <--make_dashboard(self)-- Tuner, analysis
+                                               |
+                                   load(), on the first dashboard: imports nbtune.ui
+                                               |
+                                   Dashboard(source) --reads--> DashboardSource (Tuner, ...)
+
+`DashboardSource` declares everything a front end reads from its source and every command its
+buttons send, so the UI needs no probing and the core knows the UI only as the small
+`Dashboard` and `SummarySlot` protocols below.
 """
 
 from __future__ import annotations
@@ -78,3 +89,44 @@ class DashboardSource(Protocol):
 
     def set_max_concurrent(self, max_concurrent: int) -> None:
         """Change how many trials run at once."""
+
+
+class SummarySlot(Protocol):
+    """The place under a displayed dashboard that receives the run's summary once it ends."""
+
+    def fill(self) -> bool:
+        """Put the summary in if the run has ended; return whether the slot is filled now."""
+
+
+class Dashboard(Protocol):
+    """What the core does with a dashboard besides handing it to the user: show it."""
+
+    def show(self) -> SummarySlot | None:
+        """Display the dashboard under the running cell; return the slot for the summary
+        (None outside a Jupyter kernel)."""
+
+
+DashboardFactory = Callable[[DashboardSource], Dashboard]
+"""Makes the dashboard of a source."""
+
+_load: Callable[[], DashboardFactory] | None = None
+
+
+def register(load: Callable[[], DashboardFactory]) -> None:
+    """Set the front end: `load()` returns its dashboard factory, importing it if need be.
+
+    `load` is called only when a dashboard is made, so `import nbtune` imports no UI library.
+    """
+    global _load
+    _load = load
+
+
+def make_dashboard(source: DashboardSource) -> Dashboard:
+    """The dashboard of `source`, from the front end that `register` set.
+
+    Raises:
+        RuntimeError: if none was set (`import nbtune` sets the notebook's).
+    """
+    if _load is None:
+        raise RuntimeError("nbtune has no front end registered; import nbtune to get one")
+    return _load()(source)

@@ -25,6 +25,7 @@ from nbtune.errors import RunEndedError, TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
 from nbtune.executors.loky import LokyExecutor
+from nbtune.front_end import SummarySlot
 from nbtune.progress import ProgressLine
 from nbtune.results import ResultsView
 from nbtune.runner import TrialRunner
@@ -170,8 +171,7 @@ class Tuner(ResultsView):
         self.progress = not _in_notebook() if progress is None else progress
         self._runner: TrialRunner | None = None
         self._thread: threading.Thread | None = None
-        self._dashboard = None
-        self._summary = None
+        self._summary: SummarySlot | None = None
 
     # ----- running ----------------------------------------------------------------------------
 
@@ -179,7 +179,8 @@ class Tuner(ResultsView):
         """Start the run on a background thread and return at once.
 
         Args:
-            display: show the live dashboard under the cell (default: in a notebook).
+            display: show the live dashboard under the cell (default: in a notebook). It is
+                `dashboard()`, from the front end that `import nbtune` registers.
         """
         if self._runner is not None:
             raise RuntimeError(f"tuner {self.name!r} was already started; make a new Tuner")

@@ -1,13 +1,18 @@
-"""The core's side of the front end: the `DashboardSource` protocol its views implement."""
+"""The core's side of the front end: the `DashboardSource` protocol its views implement, and the
+registry through which `import nbtune` wires a dashboard in without the core importing it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from trainables import count_up
 
 import nbtune as nt
+from nbtune import front_end
 from nbtune.front_end import DashboardSource
 
 KINDS = {
@@ -86,3 +91,63 @@ def test_a_loaded_experiment_never_calls_a_subscriber(finished):
     unsubscribe = nt.load(finished.path).subscribe(heard.append)
     unsubscribe()
     assert heard == []
+
+
+class Recorder:
+    """A front end's dashboard that records what the core asks of it."""
+
+    made: ClassVar[list[Recorder]] = []
+
+    def __init__(self, source):
+        self.source = source
+        self.shown = 0
+        self.filled = 0
+        Recorder.made.append(self)
+
+    def show(self):
+        self.shown += 1
+        return self
+
+    def fill(self):
+        self.filled += 1
+        return True
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    """`Recorder` registered as the front end for one test; the notebook's one back after."""
+    monkeypatch.setattr(front_end, "_load", front_end._load)
+    monkeypatch.setattr(Recorder, "made", [])
+    front_end.register(lambda: Recorder)
+    return Recorder
+
+
+def test_start_shows_the_registered_front_ends_dashboard_and_wait_fills_its_slot(
+    make_tuner, recorder
+):
+    tuner = make_tuner(count_up, {"steps": 2}, metric="loss", executor=nt.ThreadExecutor())
+    tuner.start(display=True)
+    assert tuner.wait(30)
+    (dashboard,) = recorder.made
+    assert (dashboard.source, dashboard.shown, dashboard.filled) == (tuner, 1, 1)
+    assert tuner.dashboard() is dashboard, "made once"
+    loaded = nt.load(tuner.path).dashboard()
+    assert isinstance(loaded, Recorder) and loaded.source.path == tuner.path
+
+
+def test_without_a_registered_front_end_a_dashboard_cannot_be_made(monkeypatch, finished):
+    monkeypatch.setattr(front_end, "_load", None)
+    with pytest.raises(RuntimeError, match="no front end registered"):
+        nt.load(finished.path).dashboard()
+
+
+def test_import_nbtune_registers_the_notebooks_dashboard_but_imports_it_only_when_made(finished):
+    code = (
+        "import sys, nbtune\n"
+        "from nbtune import front_end\n"
+        "print(front_end._load is not None, 'nbtune.ui' in sys.modules)\n"
+        f"dashboard = nbtune.load({str(finished.path)!r}).dashboard()\n"
+        "print(type(dashboard).__module__, 'ipywidgets' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["True False", "nbtune.ui.dashboard True"]

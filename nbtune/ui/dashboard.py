@@ -12,8 +12,9 @@ The runner never waits for the dashboard, and a thousand results a second cost t
 about ten redraws. Updates from the refresh thread are trait changes only: no print, no
 display, no clear_output.
 
-The dashboard reads its source only through the `DashboardSource` protocol
-(`nbtune.front_end`).
+The core never imports this module: `import nbtune` registers `Dashboard` in
+`nbtune.front_end`, and `Tuner.dashboard()` makes one through it. The dashboard reads its source
+only through the `DashboardSource` protocol declared there.
 """
 
 from __future__ import annotations
