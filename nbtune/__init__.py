@@ -12,6 +12,7 @@ tuner.run()
 tuner.dataframe()
 """
 
+from nbtune import front_end
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.events import EventBus
@@ -41,6 +42,17 @@ _FRONT_END = {
     "plot_param_scatter",
     "plot_parallel_coordinates",
 }
+
+
+def _notebook_dashboard() -> front_end.DashboardFactory:
+    """The ipywidgets dashboard: the front end that `Tuner.start()` shows in a notebook and
+    `.dashboard()` returns, imported when the first dashboard is made, not by `import nbtune`."""
+    from nbtune.ui.dashboard import Dashboard
+
+    return Dashboard
+
+
+front_end.register(_notebook_dashboard)
 
 
 def load_ipython_extension(ipython) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
 
+from nbtune.errors import RunEndedError
+from nbtune.events import Event
 from nbtune.results import ResultsView
 from nbtune.storage import ExperimentReader
 from nbtune.trial import Trial
@@ -15,8 +17,16 @@ class ExperimentAnalysis(ResultsView):
     """An experiment as it stands on disk: `dataframe()`, `history()`, `best_*`.
 
     Reading is a snapshot taken when the object is made; call `nbtune.load` again to see a
-    running experiment's newer results.
+    running experiment's newer results. Its `dashboard()` is read-only: it is never `live`, and
+    the commands of a live run (`pause`, `stop`, ...) are refused with a hint to restore it.
     """
+
+    live = False
+    """A loaded experiment is never live: nothing here runs its trials."""
+
+    planned_trials = None
+    """Not known: the searcher's plan is in its pickled state, which loading does not unpickle;
+    a dashboard counts the trials there are."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         reader = ExperimentReader(path)
@@ -25,6 +35,7 @@ class ExperimentAnalysis(ResultsView):
         self.name: str = self.spec["name"]
         self.metric = self.spec["metric"]
         self.mode = self.spec["mode"]
+        self.max_concurrent: int = self.spec["max_concurrent"]
         outcome = reader.outcome()
         self.state: str = outcome["state"] if outcome else "unfinished"
         """How the run ended (finished, stopped, failed), or "unfinished": it still runs
@@ -37,6 +48,40 @@ class ExperimentAnalysis(ResultsView):
 
     def __repr__(self) -> str:
         return f"ExperimentAnalysis({str(self.path)!r}, {len(self._trials)} trials)"
+
+    # ----- the commands of a live run, refused ------------------------------------------------
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Nothing here sends events; `callback` is never called. Returns a no-op."""
+        return _no_op
+
+    def pause(self, *trial_ids: int | str) -> NoReturn:
+        self._refuse("pause")
+
+    def resume(self, *trial_ids: int | str) -> NoReturn:
+        self._refuse("resume")
+
+    def stop(self, *trial_ids: int | str, force: bool = False) -> NoReturn:
+        self._refuse("stop")
+
+    def pause_all(self) -> NoReturn:
+        self._refuse("pause_all")
+
+    def resume_all(self) -> NoReturn:
+        self._refuse("resume_all")
+
+    def set_max_concurrent(self, max_concurrent: int) -> NoReturn:
+        self._refuse("set_max_concurrent")
+
+    def _refuse(self, command: str) -> NoReturn:
+        raise RunEndedError(
+            f"{command}(): {self.name!r} is loaded from disk, not running here; carry it on "
+            f"with nbtune.Tuner.restore({str(self.path)!r}, trainable) to steer it"
+        )
+
+
+def _no_op() -> None:
+    pass
 
 
 def load(path: str | os.PathLike) -> ExperimentAnalysis:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nbtune.front_end import Dashboard, make_dashboard
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus, better_of
 
@@ -99,9 +100,15 @@ class ResultsView:
 
     metric: str | None
     mode: str
+    _dashboard: Dashboard | None = None
 
     def _snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
         raise NotImplementedError
+
+    def snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
+        """The trials and the result rows at one moment, consistent with each other: what a
+        dashboard draws."""
+        return self._snapshot()
 
     def _best_row(self) -> Mapping[str, Any] | None:
         return best_row(self._snapshot()[1], self._require_metric(), self.mode)
@@ -135,12 +142,14 @@ class ResultsView:
         trial = self.best_trial
         return None if trial is None else dict(trial.config)
 
-    def dashboard(self):
-        """The dashboard of this experiment (an ipywidgets view), made on first call."""
-        from nbtune.ui.dashboard import Dashboard
+    def dashboard(self) -> Dashboard:
+        """The dashboard of this experiment (an ipywidgets view), made on first call.
 
-        if getattr(self, "_dashboard", None) is None:
-            self._dashboard = Dashboard(self)
+        It comes from the front end that `import nbtune` registers in `nbtune.front_end`,
+        imported only now: the core itself never imports the UI.
+        """
+        if self._dashboard is None:
+            self._dashboard = make_dashboard(self)
         return self._dashboard
 
     def _require_metric(self) -> str:

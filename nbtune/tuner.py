@@ -25,6 +25,7 @@ from nbtune.errors import RunEndedError, TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
 from nbtune.executors.loky import LokyExecutor
+from nbtune.front_end import SummarySlot
 from nbtune.progress import ProgressLine
 from nbtune.results import ResultsView
 from nbtune.runner import TrialRunner
@@ -170,8 +171,7 @@ class Tuner(ResultsView):
         self.progress = not _in_notebook() if progress is None else progress
         self._runner: TrialRunner | None = None
         self._thread: threading.Thread | None = None
-        self._dashboard = None
-        self._summary = None
+        self._summary: SummarySlot | None = None
 
     # ----- running ----------------------------------------------------------------------------
 
@@ -179,7 +179,8 @@ class Tuner(ResultsView):
         """Start the run on a background thread and return at once.
 
         Args:
-            display: show the live dashboard under the cell (default: in a notebook).
+            display: show the live dashboard under the cell (default: in a notebook). It is
+                `dashboard()`, from the front end that `import nbtune` registers.
         """
         if self._runner is not None:
             raise RuntimeError(f"tuner {self.name!r} was already started; make a new Tuner")
@@ -216,9 +217,7 @@ class Tuner(ResultsView):
         )
         self._thread.start()
         if _in_notebook() if display is None else display:
-            from nbtune.ui.dashboard import show
-
-            self._summary = show(self.dashboard())
+            self._summary = self.dashboard().show()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run ends (or `timeout` seconds pass); return whether it ended.
@@ -413,9 +412,21 @@ class Tuner(ResultsView):
         """Counts of trials by status, and whether the run is live."""
         counts = Counter(trial.status.value for trial in self._snapshot()[0])
         runner = self._runner
-        live = runner is not None and not runner.done.is_set()
         limit = self.max_concurrent if runner is None else runner.max_concurrent
-        return TunerStatus(self.state, live, dict(counts), limit)
+        return TunerStatus(self.state, self.live, dict(counts), limit)
+
+    @property
+    def live(self) -> bool:
+        """Whether the run has started and not yet ended."""
+        runner = self._runner
+        return runner is not None and not runner.done.is_set()
+
+    @property
+    def planned_trials(self) -> int | None:
+        """How many trials the searcher plans in all, `extend` included: `num_samples` times
+        the grid for `RandomSearch`, times `repeat` under a `Repeater`. None before the run
+        starts, or if the searcher cannot say. Trials added by hand or forked come on top."""
+        return None if self._runner is None else self.searcher.planned_trials
 
     def _for_each(self, trial_ids: Sequence[Any], method: str, **options: Any) -> Callable:
         if not trial_ids:

@@ -295,7 +295,7 @@ def test_add_fork_concurrency_and_extend(kernel):
     ), "trials 0 to 3 (the 2nd grid point) now run at once"
 
     kernel.check("%tune extend 3")
-    assert kernel.check("print(t.searcher.total)") == "5\n", "2 grid points, then 3 more"
+    assert kernel.check("print(t.searcher.planned_trials)") == "5\n", "2 grid points, then 3 more"
 
 
 def test_commands_act_on_the_latest_run_or_the_one_named_by_run(kernel):

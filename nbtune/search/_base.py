@@ -17,7 +17,9 @@ class Searcher:
     The runner calls `setup` once before the run, then `suggest` whenever it has a free worker
     and no waiting trial, `on_result` after every result, and `on_complete` when a trial ends.
     A searcher says it has nothing more to give, ever, through `is_finished`; `suggest` returning
-    None only means "nothing right now" (a model-based searcher waiting for results).
+    None only means "nothing right now" (a model-based searcher waiting for results). How many
+    it will give in all, where it knows, is `planned_trials`: the end of the dashboard's
+    progress bar.
 
     Searchers are pickled with the experiment's state, so `Tuner.restore` carries on where they
     left off.
@@ -43,6 +45,12 @@ class Searcher:
     def is_finished(self) -> bool:
         """True once `suggest` will never return another configuration."""
         raise NotImplementedError
+
+    @property
+    def planned_trials(self) -> int | None:
+        """How many trials this searcher suggests in all, as set up and extended so far; None
+        if it cannot say (it suggests until something else ends the run)."""
+        return None
 
     def extend(self, num_samples: int) -> None:
         """Allow `num_samples` more configurations than the budget given to `setup`."""
@@ -81,6 +89,10 @@ class WrappingSearcher(Searcher):
     @property
     def is_finished(self) -> bool:
         return self.searcher.is_finished
+
+    @property
+    def planned_trials(self) -> int | None:
+        return self.searcher.planned_trials
 
     def extend(self, num_samples: int) -> None:
         self.searcher.extend(num_samples)

@@ -90,6 +90,11 @@ class OptunaSearch(Searcher):
     def is_finished(self) -> bool:
         return self._suggested >= self._total
 
+    @property
+    def planned_trials(self) -> int:
+        """`num_samples`, plus what `extend` added."""
+        return self._total
+
     def extend(self, num_samples: int) -> None:
         self._total += num_samples
 

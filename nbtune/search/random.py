@@ -43,8 +43,8 @@ class RandomSearch(Searcher):
         return self._next_index >= self._total
 
     @property
-    def total(self) -> int:
-        """How many configurations this searcher will suggest in all."""
+    def planned_trials(self) -> int:
+        """`num_samples` times the grid's size, plus what `extend` added."""
         return self._total
 
     def extend(self, num_samples: int) -> None:

@@ -83,6 +83,12 @@ class Repeater(WrappingSearcher):
     def is_finished(self) -> bool:
         return self._filling is None and self.searcher.is_finished
 
+    @property
+    def planned_trials(self) -> int | None:
+        """`repeat` trials for each configuration the wrapped searcher plans."""
+        planned = self.searcher.planned_trials
+        return None if planned is None else planned * self.repeat
+
     def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
         """Not passed on: the searcher knows one trial per group, told only the mean."""
 

@@ -11,6 +11,10 @@
 The runner never waits for the dashboard, and a thousand results a second cost the browser
 about ten redraws. Updates from the refresh thread are trait changes only: no print, no
 display, no clear_output.
+
+The core never imports this module: `import nbtune` registers `Dashboard` in
+`nbtune.front_end`, and `Tuner.dashboard()` makes one through it. The dashboard reads its source
+only through the `DashboardSource` protocol declared there.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import pandas  # noqa: F401  (imported here, before the refresh thread: plotly l
 import plotly.graph_objects as go
 
 from nbtune.events import Event, ExperimentDone
-from nbtune.results import ResultsView, trials_frame
+from nbtune.front_end import DashboardSource
+from nbtune.results import trials_frame
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import best_so_far_data, history_data, parameter_data
 from nbtune.ui.figures import (
@@ -50,12 +55,15 @@ class Dashboard:
     """A live view of a Tuner, or a read-only view of a finished or loaded experiment.
 
     Args:
-        source: a `Tuner` (live while it runs) or an `ExperimentAnalysis`.
+        source: what to show, read through `DashboardSource`: a `Tuner` (live while it runs)
+            or an `ExperimentAnalysis`.
         refresh_s: the shortest time between two redraws.
         page_size: trials per page of the table.
     """
 
-    def __init__(self, source: ResultsView, refresh_s: float = 0.1, page_size: int = 20) -> None:
+    def __init__(
+        self, source: DashboardSource, refresh_s: float = 0.1, page_size: int = 20
+    ) -> None:
         self.source = source
         self.refresh_s = refresh_s
         self.redraws = 0
@@ -83,8 +91,7 @@ class Dashboard:
 
     @property
     def live(self) -> bool:
-        status = getattr(self.source, "status", None)
-        return bool(status is not None and status.live)
+        return self.source.live
 
     def _build(self) -> None:
         self.title = widgets.HTML()
@@ -105,7 +112,7 @@ class Dashboard:
             tooltip="End the run (its state is saved)",
         )
         self.concurrency = widgets.BoundedIntText(
-            value=getattr(self.source, "max_concurrent", 1),
+            value=self.source.max_concurrent,
             min=1,
             max=512,
             description="at once",
@@ -163,7 +170,7 @@ class Dashboard:
     def redraw(self) -> None:
         """Draw the current snapshot; only the visible chart or view is recomputed."""
         with self._lock:
-            trials, rows = self.source._snapshot()
+            trials, rows = self.source.snapshot()
             metric, mode = self.source.metric, self.source.mode
             live = self.live
             with self.widget.hold_sync():
@@ -176,19 +183,22 @@ class Dashboard:
     def _draw_header(
         self, trials: Sequence[Trial], metric: str | None, mode: str, live: bool
     ) -> None:
-        status = getattr(self.source, "status", None)
-        state = status.state if status is not None else getattr(self.source, "state", "finished")
         elapsed = time.time() - self._started if live else None
-        self.title.value = title_html(str(getattr(self.source, "name", "")), state, elapsed)
+        self.title.value = title_html(self.source.name, self.source.state, elapsed)
         finished = sum(trial.status.is_finished for trial in trials)
-        self.progress.max = max(1, self._planned(len(trials)))
+        self.progress.max = max(1, self._planned(trials))
         self.progress.value = min(finished, self.progress.max)
         self.counts.value = counts_html(trials)
         self.best.value = best_html(trials, metric, mode)
 
-    def _planned(self, created: int) -> int:
-        searcher = getattr(self.source, "searcher", None)
-        return max(created, getattr(searcher, "total", 0) or 0)
+    def _planned(self, trials: Sequence[Trial]) -> int:
+        """The progress bar's end: the trials the searcher plans, plus those it did not suggest
+        (added by hand, forked, cloned by a scheduler); the trials so far if it cannot say."""
+        planned = self.source.planned_trials
+        if planned is None:
+            return len(trials)
+        unplanned = sum(trial.origin != "searcher" for trial in trials)
+        return max(len(trials), planned + unplanned)
 
     def _draw_tab(
         self,
@@ -237,13 +247,10 @@ class Dashboard:
         failed = [t for t in trials if t.status is TrialStatus.ERROR]
         if not failed:
             return "<i>no failed trials</i>"
-        path = getattr(self.source, "path", None)
         parts = []
         for trial in failed:
-            traceback = ""
-            if path is not None:
-                error_file = path / "trials" / str(trial.trial_id) / "error.txt"
-                traceback = error_file.read_text() if error_file.exists() else ""
+            error_file = self.source.path / "trials" / str(trial.trial_id) / "error.txt"
+            traceback = error_file.read_text() if error_file.exists() else ""
             parts.append(
                 f"<details><summary>trial {trial.trial_id}: {html.escape(trial.error or '')}"
                 f"</summary><pre>{html.escape(traceback)}</pre></details>"
@@ -282,10 +289,16 @@ class Dashboard:
     # ----- commands ---------------------------------------------------------------------------
 
     def _command(self, action: str, trial_id: int) -> None:
-        self._act(getattr(self.source, action), trial_id)
+        """A row's button: `action` is "pause", "resume" or "stop"."""
+        commands = {
+            "pause": self.source.pause,
+            "resume": self.source.resume,
+            "stop": self.source.stop,
+        }
+        self._act(commands[action], trial_id)
 
     def _on_concurrency(self, change: Mapping[str, Any]) -> None:
-        if self.live and change["new"] != getattr(self.source, "max_concurrent", None):
+        if self.live and change["new"] != self.source.max_concurrent:
             self._act(self.source.set_max_concurrent, change["new"])
 
     def _act(self, command, *args: Any) -> None:
@@ -304,19 +317,18 @@ class Dashboard:
         self._dirty.set()
         _close_tree(self.widget)
 
+    def show(self) -> SummarySlot | None:
+        """Display the dashboard under the running cell, and in a Jupyter kernel the slot under
+        it that the static summary fills once the run ends; return that slot."""
+        from IPython import get_ipython
+        from IPython.display import display
+
+        display(self)
+        shell = get_ipython()
+        return None if getattr(shell, "kernel", None) is None else SummarySlot(self.source, shell)
+
     def _repr_mimebundle_(self, **kwargs: Any):
         return self.widget._repr_mimebundle_(**kwargs)
-
-
-def show(dashboard: Dashboard) -> SummarySlot | None:
-    """Display `dashboard` under the running cell, and in a Jupyter kernel the slot under it
-    that the static summary fills once the run ends; return that slot."""
-    from IPython import get_ipython
-    from IPython.display import display
-
-    display(dashboard)
-    shell = get_ipython()
-    return None if getattr(shell, "kernel", None) is None else SummarySlot(dashboard.source, shell)
 
 
 def _close_tree(widget: widgets.Widget) -> None:

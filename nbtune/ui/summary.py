@@ -10,14 +10,12 @@ import html
 import logging
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nbtune.results import ResultsView, trials_frame
+from nbtune.front_end import DashboardSource
+from nbtune.results import trials_frame
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.table import badge
-
-if TYPE_CHECKING:
-    from nbtune.tuner import Tuner
 
 logger = logging.getLogger("nbtune")
 
@@ -46,14 +44,14 @@ def best_html(trials: Sequence[Trial], metric: str | None, mode: str) -> str:
     return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 
 
-def summary_html(source: ResultsView, state: str, top: int = 10) -> str:
+def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
     """The run's title, trial counts, best result and its `top` best trials as a table."""
-    trials, _ = source._snapshot()
+    trials, _ = source.snapshot()
     frame = trials_frame(trials, source.metric, source.mode)
     if source.metric is not None:
         frame = frame.sort_values(f"best_{source.metric}", ascending=source.mode == "min")
     parts = [
-        title_html(str(getattr(source, "name", "")), state),
+        title_html(source.name, state),
         counts_html(trials),
         best_html(trials, source.metric, source.mode),
         frame.head(top).to_html(index=False, na_rep=""),
@@ -73,11 +71,11 @@ class SummarySlot:
     triggered it.
 
     Args:
-        source: the live `Tuner`.
+        source: the live run (a `Tuner`).
         shell: the kernel's IPython shell.
     """
 
-    def __init__(self, source: Tuner, shell: Any) -> None:
+    def __init__(self, source: DashboardSource, shell: Any) -> None:
         from IPython.display import HTML, display
 
         self.source = source
@@ -94,7 +92,7 @@ class SummarySlot:
         """
         if self._handle is None:
             return True
-        if self.source.status.live or threading.current_thread() is not threading.main_thread():
+        if self.source.live or threading.current_thread() is not threading.main_thread():
             return False
         from IPython.display import HTML
 

@@ -39,6 +39,16 @@ def test_it_passes_on_the_budget_and_the_results():
     assert not limiter.is_finished
 
 
+def test_it_plans_what_the_searcher_it_limits_plans():
+    assert limited(2, num_samples=5).planned_trials == 5
+    limiter = nt.ConcurrencyLimiter(OpenEnded(), 2)
+    assert limiter.planned_trials is None
+
+
+class OpenEnded(nt.Searcher):
+    """A searcher that cannot say how many trials it will suggest (the base's answer)."""
+
+
 def test_restore_counts_the_unfinished_trials_of_the_journal():
     limiter = limited(2)
     limiter.suggest(0)

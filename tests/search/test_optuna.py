@@ -166,6 +166,13 @@ def test_the_budget_bounds_the_suggestions_and_extend_adds_to_it():
     assert len(searcher.study.trials) == 5
 
 
+def test_it_plans_its_budget_and_what_extend_adds():
+    searcher = searcher_for({"x": nt.uniform(0, 1)}, num_samples=3)
+    assert searcher.planned_trials == 3
+    searcher.extend(2)
+    assert searcher.planned_trials == 5 == len(drive(searcher, lambda c: c["x"]))
+
+
 def test_a_pickled_searcher_goes_on_exactly_as_the_original():
     original = searcher_for({"x": nt.uniform(0, 1), "c": nt.choice(["a", "b"])}, num_samples=30)
     objective = lambda c: (c["x"] - 0.5) ** 2 + (c["c"] == "b")  # noqa: E731

@@ -28,3 +28,12 @@ def test_extend_adds_configurations_that_follow_on():
     short.extend(2)
     assert not short.is_finished
     assert first + suggest_all(short) == suggest_all(long)
+
+
+def test_it_plans_the_samples_times_the_grid_and_what_extend_adds():
+    searcher = RandomSearch()
+    space = SearchSpace({"a": grid([1, 2, 3]), "b": grid([True, False]), "x": uniform(0, 1)})
+    searcher.setup(space, "loss", "min", num_samples=2, seed=0)
+    assert searcher.planned_trials == 12
+    searcher.extend(6)
+    assert searcher.planned_trials == 18 == len(suggest_all(searcher))

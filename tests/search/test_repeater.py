@@ -71,6 +71,18 @@ def test_failed_trials_and_missing_values_are_left_out_of_the_mean():
     assert searcher.searcher.told == [(0, {"loss": 4.0}, False), (3, None, True)]
 
 
+def test_it_plans_repeat_trials_per_configuration_of_the_searcher():
+    searcher = repeater(repeat=3, num_samples=2)
+    assert searcher.planned_trials == 6
+    searcher.extend(1)
+    assert searcher.planned_trials == 9
+    assert nt.Repeater(OpenEnded(), 3).planned_trials is None
+
+
+class OpenEnded(nt.Searcher):
+    """A searcher that cannot say how many trials it will suggest (the base's answer)."""
+
+
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "3"])
 def test_repeat_must_be_a_positive_int(bad):
     with pytest.raises(ValueError, match=r"^Repeater\(repeat=.*\): pass a positive integer$"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -17,15 +18,17 @@ IPYKERNEL6 = Path(sys.prefix) / "ipykernel6"
 
 
 def ipykernel6_spec(folder: Path) -> Path:
-    """A kernelspec folder for the same Python with ipykernel 6 first on its path."""
+    """A kernelspec folder for the same Python with ipykernel 6 first on its path, then the
+    tests' own PYTHONPATH (a worktree's nbtune, say), which the spec's env would replace."""
     if not (IPYKERNEL6 / "ipykernel").exists():
         pytest.skip(f"ipykernel 6 is not installed in {IPYKERNEL6}; `make test` installs it")
     spec = folder / "kernels" / "ipykernel6"
     spec.mkdir(parents=True)
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    path = [str(IPYKERNEL6), *filter(None, [os.environ.get("PYTHONPATH")])]
     kernel = {
         "argv": argv,
-        "env": {"PYTHONPATH": str(IPYKERNEL6)},
+        "env": {"PYTHONPATH": os.pathsep.join(path)},
         "language": "python",
         "display_name": "ipykernel 6",
     }

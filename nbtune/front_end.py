@@ -1,0 +1,132 @@
+"""Where the core meets a front end it never imports: a registry filled from above.
+
+No core module imports `nbtune.ui`, ipywidgets, plotly or IPython, not even inside a function
+(ARCHITECTURE.md, invariant 2), so the core runs the same in a script, a test or a notebook.
+As tqdm's `autonotebook` picks a front end from above both `std` and `notebook`, the package's
+face wires one in here:
+
+    nbtune/__init__.py --register(load)--> front_end <--make_dashboard(self)-- Tuner, analysis
+                                               |
+                                   load(), on the first dashboard: imports nbtune.ui
+                                               |
+                                   Dashboard(source) --reads--> DashboardSource (Tuner, ...)
+
+`DashboardSource` declares everything a front end reads from its source and every command its
+buttons send, so the UI needs no probing and the core knows the UI only as the small
+`Dashboard` and `SummarySlot` protocols below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from nbtune.events import Event
+from nbtune.trial import Trial
+
+
+@runtime_checkable
+class DashboardSource(Protocol):
+    """What a dashboard and a run's summary read from their source, and the commands they send.
+
+    `Tuner` is one (live while it runs); `ExperimentAnalysis` is one that never is live and
+    refuses the commands. The commands are only sent while `live` is true.
+    """
+
+    @property
+    def name(self) -> str:
+        """The experiment's name."""
+
+    @property
+    def path(self) -> Path:
+        """The experiment's directory (a failed trial's traceback is in it)."""
+
+    @property
+    def metric(self) -> str | None:
+        """The reported value being optimised, if any."""
+
+    @property
+    def mode(self) -> str:
+        """Either "min" or "max"."""
+
+    @property
+    def state(self) -> str:
+        """One of "pending", "running", "finished", "stopped", "failed" ("unfinished": on disk)."""
+
+    @property
+    def live(self) -> bool:
+        """Whether the run goes on here, so that the view updates and its buttons steer."""
+
+    @property
+    def max_concurrent(self) -> int:
+        """How many trials run at once."""
+
+    @property
+    def planned_trials(self) -> int | None:
+        """How many trials the searcher plans in all; None if it cannot say."""
+
+    def snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
+        """The trials and the result rows, consistent with each other, at one moment."""
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call `callback` with every event from now on; return the function to unsubscribe."""
+
+    def pause(self, *trial_ids: int | str) -> None:
+        """Pause these trials."""
+
+    def resume(self, *trial_ids: int | str) -> None:
+        """Resume these paused trials."""
+
+    def stop(self, *trial_ids: int | str, force: bool = False) -> None:
+        """End these trials, or with no ids the whole run."""
+
+    def pause_all(self) -> None:
+        """Hold the whole experiment."""
+
+    def resume_all(self) -> None:
+        """Let every trial go on."""
+
+    def set_max_concurrent(self, max_concurrent: int) -> None:
+        """Change how many trials run at once."""
+
+
+class SummarySlot(Protocol):
+    """The place under a displayed dashboard that receives the run's summary once it ends."""
+
+    def fill(self) -> bool:
+        """Put the summary in if the run has ended; return whether the slot is filled now."""
+
+
+class Dashboard(Protocol):
+    """What the core does with a dashboard besides handing it to the user: show it."""
+
+    def show(self) -> SummarySlot | None:
+        """Display the dashboard under the running cell; return the slot for the summary
+        (None outside a Jupyter kernel)."""
+
+
+DashboardFactory = Callable[[DashboardSource], Dashboard]
+"""Makes the dashboard of a source."""
+
+_load: Callable[[], DashboardFactory] | None = None
+
+
+def register(load: Callable[[], DashboardFactory]) -> None:
+    """Set the front end: `load()` returns its dashboard factory, importing it if need be.
+
+    `load` is called only when a dashboard is made, so `import nbtune` imports no UI library.
+    """
+    global _load
+    _load = load
+
+
+def make_dashboard(source: DashboardSource) -> Dashboard:
+    """The dashboard of `source`, from the front end that `register` set.
+
+    Raises:
+        RuntimeError: if none was set (`import nbtune` sets the notebook's).
+    """
+    if _load is None:
+        raise RuntimeError("nbtune has no front end registered; import nbtune to get one")
+    return _load()(source)
