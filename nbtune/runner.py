@@ -20,7 +20,6 @@ the result to disk; subscribers hear of a result only once it is on disk. The lo
 from __future__ import annotations
 
 import math
-import numbers
 import queue
 import threading
 import time
@@ -54,6 +53,7 @@ from nbtune.executors._base import (
     WorkerResult,
     WorkerSuspended,
 )
+from nbtune.metrics import problem
 from nbtune.schedulers._base import Decision, Exploit, Scheduler, Stop
 from nbtune.search._base import Searcher
 from nbtune.space import SearchSpace
@@ -537,18 +537,7 @@ class TrialRunner:
     def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:
         if self.metric is None:
             return None
-        if self.metric not in metrics:
-            names = ", ".join(sorted(metrics)) or "nothing"
-            return (
-                f"the trial reported {names} but not the metric {self.metric!r}; "
-                f"call nbtune.report({self.metric}=...)"
-            )
-        value = metrics[self.metric]
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            return (
-                f"the trial reported {self.metric}={value!r}, which is not a number; report a float"
-            )
-        return None
+        return problem(metrics, self.metric, "the metric")
 
     def _track_best(self, row: Mapping[str, Any]) -> None:
         if self.metric is None:

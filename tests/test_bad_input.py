@@ -93,10 +93,19 @@ def test_a_second_run_with_the_same_name_is_refused_unless_told(make_tuner):
     ("trainable", "message"),
     [
         (trainables.no_metric, "the trial reported accuracy but not the metric 'loss'; call "),
-        (trainables.text_metric, "the trial reported loss='low', which is not a number"),
+        (
+            trainables.text_metric,
+            "the metric 'loss' must be a number, but the trial reported loss='low' (str); "
+            "report an int or a float there, and anything else under another name",
+        ),
+        (
+            trainables.bool_metric,
+            "'loss' must be a number, but the trial reported loss=True (bool)",
+        ),
+        (trainables.list_metric, "the trial reported loss=[0.1, 0.2] (list); report an int"),
+        (trainables.array_metric, "the trial reported loss=array([0.5]) (ndarray); report an int"),
         (trainables.reserved_key, "nbtune sets 'training_iteration'; rename your metric"),
         (trainables.returns_number, "the trainable returned 0.5; call nbtune.report"),
-        (trainables.list_metric, "the trial reported loss=[0.1, 0.2], which is not a number"),
         (
             trainables.unpicklable_checkpoint,
             "nbtune.report(checkpoint=...): the checkpoint cannot be pickled (TypeError: "

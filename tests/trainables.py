@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+
 import nbtune as nt
 
 
@@ -166,6 +168,32 @@ def odd_values(config):
 
 def list_metric(config):
     nt.report(loss=[0.1, 0.2])
+
+
+def bool_metric(config):
+    nt.report(loss=True)
+
+
+def array_metric(config):
+    """A 1-element array is not a scalar: it is refused as the metric."""
+    nt.report(loss=np.array([0.5]))
+
+
+class Scalar:
+    """A stand-in for a torch or JAX scalar: a number behind `.item()`."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def item(self):
+        return self.value
+
+
+class Ratio:
+    """A number that only converts through `__float__`."""
+
+    def __float__(self):
+        return 0.25
 
 
 def unpicklable_checkpoint(config):
