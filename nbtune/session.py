@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import cloudpickle
 
+from nbtune.metrics import plain
 from nbtune.schedulers._base import Decision
 
 RESERVED_KEYS = frozenset({"trial_id", "training_iteration", "timestamp", "time_total_s"})
@@ -89,7 +90,11 @@ class TrialSession:
         many next results cannot change the trial's course (no rung of the scheduler, no stop
         criterion falls on them), so they travel without a round trip. Should the runner need
         an answer sooner (the user paused the trial), it nudges, and the next report waits.
+
+        The values leave as plain Python (see `nbtune.metrics.plain`): nothing past this point
+        sees a NumPy or torch scalar.
         """
+        metrics = plain(metrics)
         reserved = RESERVED_KEYS.intersection(metrics)
         if reserved:
             name = sorted(reserved)[0]

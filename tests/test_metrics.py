@@ -11,6 +11,7 @@ import pytest
 import trainables
 
 import nbtune as nt
+from nbtune.events import TrialResult
 from nbtune.metrics import finite, number, plain, problem, require
 from nbtune.stopping import StopCriteria
 from nbtune.ui.data import history_data
@@ -155,3 +156,61 @@ def test_learning_curves_plot_numbers_of_any_type_and_skip_what_cannot_be_drawn(
     (curve,) = history_data([trial], rows, "loss", "min").curves
     assert curve.x == (1, 4) and curve.y == (0.5, 0.25)
     assert all(type(y) is float for y in curve.y)
+
+
+@pytest.fixture(params=["loky", "thread"])
+def executor(request):
+    return {"loky": nt.LokyExecutor, "thread": nt.ThreadExecutor}[request.param]()
+
+
+def test_the_worker_sends_plain_python_whatever_the_trainable_reports(make_tuner, executor, log):
+    widths = [*INTEGERS, *FLOATS]
+    tuner = make_tuner(
+        trainables.every_kind, {"widths": widths}, executor=executor, callbacks=[log]
+    )
+    tuner.run()
+    (event,) = log.of(TrialResult)
+    result = event.result
+    for name in INTEGERS:
+        assert type(result[f"np_{name}"]) is int and result[f"np_{name}"] == 3
+    for name in FLOATS:
+        assert type(result[f"np_{name}"]) is float and result[f"np_{name}"] == 3.0
+    assert type(result["zero_d"]) is float and result["zero_d"] == 0.5
+    assert result["np_bool"] is True
+    assert type(result["item"]) is int and result["item"] == 7
+    assert type(result["ratio"]) is float and result["ratio"] == 0.25
+    assert result["nested"] == {"a": [0.5, [1]]} and type(result["nested"]["a"][0]) is float
+    assert type(result["text"]) is str
+    assert isinstance(result["one_element"], np.ndarray), "recorded as it was reported"
+
+
+@pytest.fixture(scope="module")
+def float_run(tmp_path_factory):
+    """The seeded ASHA run of `asha_run` with plain floats and ints: the reference."""
+    return asha_run(tmp_path_factory.mktemp("runs"), "float")
+
+
+def asha_run(storage_path, kind):
+    """A seeded ASHA run on one worker, its values reported as `kind`; its total iterations,
+    best configuration and best loss."""
+    tuner = nt.Tuner(
+        trainables.typed_curve,
+        {"q": nt.uniform(0.1, 1.0), "type": kind, "max_t": 27},
+        metric="loss",
+        scheduler=nt.ASHA(max_t=27, time_attr="t"),
+        num_samples=12,
+        max_concurrent=1,
+        seed=5,
+        progress=False,
+        storage_path=storage_path,
+        name=kind,
+    )
+    tuner.run()
+    return len(tuner.history()), tuner.best_config, tuner.best_result["loss"]
+
+
+@pytest.mark.parametrize("kind", ["float32", "float64"])
+def test_numpy_values_tune_exactly_as_plain_floats_do(float_run, runs, kind):
+    iterations, best_config, best_loss = float_run
+    assert iterations < 12 * 27 / 2, "ASHA stopped most trials early"
+    assert asha_run(runs, kind) == (iterations, {**best_config, "type": kind}, best_loss)

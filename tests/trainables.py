@@ -196,6 +196,31 @@ class Ratio:
         return 0.25
 
 
+def every_kind(config):
+    """One value of each kind a trainable may report, under its kind's name."""
+    nt.report(
+        **{f"np_{name}": getattr(np, name)(3) for name in config["widths"]},
+        zero_d=np.array(0.5, dtype=np.float32),
+        np_bool=np.bool_(True),
+        item=Scalar(np.int16(7)),
+        ratio=Ratio(),
+        nested={"a": [np.float32(0.5), (np.int8(1),)]},
+        text=np.str_("fine"),
+        one_element=np.array([0.5]),
+    )
+
+
+def typed_curve(config):
+    """`learning_curve`'s loss reported as `config["type"]` ("float", "float32", "float64"),
+    with the step `t` as an int or an np.int64; the loss is rounded to float32 first, so that
+    every type holds the same number."""
+    numpy_types = config["type"] != "float"
+    make = getattr(np, config["type"]) if numpy_types else float
+    for t in range(1, config["max_t"] + 1):
+        loss = float(np.float32(config["q"] * (1 + 1 / t)))
+        nt.report(loss=make(loss), t=np.int64(t) if numpy_types else t)
+
+
 def unpicklable_checkpoint(config):
     import threading
 
