@@ -369,6 +369,7 @@ class TrialRunner:
                 checkpoint_path=self._absolute(trial.checkpoint),
                 checkpoint_dir=str(self.storage.checkpoint_dir(trial.trial_id)),
                 capture_output=self.executor.captures_output,
+                metric=self.metric,
             )
         )
         self._set(trial)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import io
 import os
+import reprlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -198,19 +199,46 @@ def _current() -> TrialSession:
     return session
 
 
-def report(checkpoint: Any = None, **metrics: Any) -> None:
+def report(
+    metrics: Mapping[str, Any] | None = None, /, *, checkpoint: Any = None, **more: Any
+) -> None:
     """Report one result of the running trial, optionally with a checkpoint to resume from.
 
+    The metrics come as keywords, `report(loss=0.3, accuracy=0.91)`, or as one mapping, as in
+    Ray Tune 2: `report({"loss": 0.3})`; the two may be mixed as long as no name comes twice.
     Returns once the runner has decided what the trial does next, or at once where nothing
     can be decided (between two rungs of the scheduler, say); if the decision is to stop,
     `report` does not return (nbtune ends the trial cleanly).
 
     Args:
+        metrics: the values to record, by name.
         checkpoint: any picklable object from which the trial can resume (read it back with
             `get_checkpoint()`); saved to the experiment directory before the result is sent.
-        **metrics: the numbers to record, e.g. `loss=0.3, accuracy=0.91`.
+        **more: more values to record, e.g. `loss=0.3, accuracy=0.91`.
+
+    Raises:
+        TypeError: `metrics` is not a mapping, or a name is given twice.
     """
-    _current().report(metrics, checkpoint)
+    _current().report(_merged(metrics, more), checkpoint)
+
+
+def _merged(metrics: Mapping[str, Any] | None, more: dict[str, Any]) -> dict[str, Any]:
+    """The metrics of one `report` call as one dict; a one-line error for a call that is not
+    one of its forms."""
+    if metrics is None:
+        return more
+    if not isinstance(metrics, Mapping):
+        shown = reprlib.repr(metrics)
+        raise TypeError(
+            f"nbtune.report({shown}): pass the metrics by name, report(loss=...), "
+            "or as one dict, report({'loss': ...}); a checkpoint goes in checkpoint=..."
+        )
+    twice = sorted(set(metrics).intersection(more))
+    if twice:
+        raise TypeError(
+            f"nbtune.report: {twice[0]!r} is given both in the dict and as a keyword; pass it once"
+        )
+    return {**metrics, **more}
 
 
 def get_checkpoint() -> Any:

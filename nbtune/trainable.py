@@ -6,11 +6,13 @@ subclass of `Trainable` whose `step()` returns one result at a time.
 
 from __future__ import annotations
 
+import reprlib
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nbtune.metrics import number
 from nbtune.session import Channel, TrialPaused, TrialSession, TrialStopped
 
 
@@ -60,6 +62,8 @@ class TrialLaunch:
         checkpoint_path: absolute path of the checkpoint to resume from, if any.
         checkpoint_dir: where the worker writes the trial's new checkpoints.
         capture_output: whether to capture what the trial prints and ship it to the runner.
+        metric: the experiment's tuned metric, under which a trainable that returns a number
+            records it (None if the experiment has none).
     """
 
     trial_id: int
@@ -68,6 +72,7 @@ class TrialLaunch:
     checkpoint_path: str | None
     checkpoint_dir: str
     capture_output: bool = True
+    metric: str | None = None
 
 
 def is_class_trainable(trainable: object) -> bool:
@@ -89,7 +94,7 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
             if is_class_trainable(trainable):
                 _run_class(trainable, session, launch.config)
             else:
-                _run_function(trainable, session, launch.config)
+                _run_function(trainable, session, launch.config, launch.metric)
     except TrialStopped:
         pass
     except TrialPaused:
@@ -101,16 +106,32 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
     channel.send(("done", session.drain_output()))
 
 
-def _run_function(train: Callable, session: TrialSession, config: Mapping[str, Any]) -> None:
+def _run_function(
+    train: Callable, session: TrialSession, config: Mapping[str, Any], metric: str | None
+) -> None:
     returned = train(dict(config))
-    if returned is None:
-        return
-    if not isinstance(returned, Mapping):
+    if returned is not None:
+        session.report(_final_result(returned, metric))
+
+
+def _final_result(returned: Any, metric: str | None) -> dict[str, Any]:
+    """What a trainable's return value records as its last result: a mapping as it is, a
+    number as the final value of the tuned metric (Optuna's style, `return score`)."""
+    if isinstance(returned, Mapping):
+        return dict(returned)
+    value = number(returned)
+    if value is None:
         raise TypeError(
-            f"the trainable returned {returned!r}; call nbtune.report(metric=...) instead of "
-            "returning a value (or return a dict of metrics as its final result)"
+            f"the trainable returned {reprlib.repr(returned)} ({type(returned).__name__}); "
+            "return a number (the metric's final value) or a dict of metrics, or call "
+            "nbtune.report(...)"
         )
-    session.report(dict(returned))
+    if metric is None:
+        raise TypeError(
+            f"the trainable returned {value!r}, but the experiment has no metric "
+            "to record it under: pass metric=... to nbtune.Tuner (or return a dict of metrics)"
+        )
+    return {metric: value}
 
 
 def _run_class(cls: type[Trainable], session: TrialSession, config: Mapping[str, Any]) -> None:

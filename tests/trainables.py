@@ -72,7 +72,10 @@ def reserved_key(config):
 
 
 def returns_number(config):
-    return 0.5
+    """Reports twice, then returns its score, as an Optuna objective does."""
+    nt.report(loss=0.9)
+    nt.report(loss=0.8)
+    return np.float32(config.get("score", 0.5))
 
 
 def returns_dict(config):
@@ -179,6 +182,22 @@ def array_metric(config):
     nt.report(loss=np.array([0.5]))
 
 
+def text_time(config):
+    nt.report(loss=1.0, epoch="first")
+
+
+def positional_number(config):
+    nt.report(0.5)
+
+
+def key_twice(config):
+    nt.report({"loss": 0.5}, loss=0.4)
+
+
+def returns_text(config):
+    return "done"
+
+
 class Scalar:
     """A stand-in for a torch or JAX scalar: a number behind `.item()`."""
 
@@ -208,6 +227,14 @@ def every_kind(config):
         text=np.str_("fine"),
         one_element=np.array([0.5]),
     )
+
+
+def reports_in_forms(config):
+    """The forms of `report`: a mapping, keywords, both, and a mapping with a checkpoint."""
+    nt.report({"loss": 0.4})
+    nt.report(loss=0.3)
+    nt.report({"loss": 0.2}, accuracy=0.9)
+    nt.report({"loss": 0.1}, checkpoint={"step": 4})
 
 
 def typed_curve(config):
