@@ -48,6 +48,8 @@ class TrialLaunch:
         checkpoint_path: absolute path of the checkpoint to resume from, if any.
         checkpoint_dir: where the worker writes the trial's new checkpoints.
         capture_output: whether to capture what the trial prints and ship it to the runner.
+        metric: the experiment's tuned metric, under which a trainable that returns a number
+            records it (None if the experiment has none).
     """
 
     trial_id: int
@@ -56,6 +58,7 @@ class TrialLaunch:
     checkpoint_path: str | None
     checkpoint_dir: str
     capture_output: bool = True
+    metric: str | None = None
 
 
 @dataclass(frozen=True)

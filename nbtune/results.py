@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nbtune.front_end import Dashboard, make_dashboard
+from nbtune.metrics import number
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus, better_of
 
@@ -28,7 +29,7 @@ def trials_frame(trials: Sequence[Trial], metric: str | None, mode: str) -> pd.D
         row: dict[str, Any] = {"trial_id": trial.trial_id, "status": trial.status.value}
         row.update({f"config/{k}": v for k, v in SearchSpace.flatten(trial.config).items()})
         if metric is not None:
-            row[metric] = trial.last_result.get(metric)
+            row[metric] = number(trial.last_result.get(metric))
             row[f"best_{metric}"] = trial.best_value
         row["training_iteration"] = trial.iteration
         row["runtime_s"] = trial.runtime_s

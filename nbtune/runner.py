@@ -47,6 +47,7 @@ from nbtune.events import (
     TrialStarted,
 )
 from nbtune.executors._base import Executor
+from nbtune.metrics import problem
 from nbtune.protocol import (
     Decision,
     TrialLaunch,
@@ -358,6 +359,7 @@ class TrialRunner:
                 checkpoint_path=self._absolute(trial.checkpoint),
                 checkpoint_dir=str(self.storage.checkpoint_dir(trial.trial_id)),
                 capture_output=self.executor.captures_output,
+                metric=self.metric,
             )
         )
         self._set(trial)
@@ -516,18 +518,7 @@ class TrialRunner:
     def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:
         if self.metric is None:
             return None
-        if self.metric not in metrics:
-            names = ", ".join(sorted(metrics)) or "nothing"
-            return (
-                f"the trial reported {names} but not the metric {self.metric!r}; "
-                f"call nbtune.report({self.metric}=...)"
-            )
-        value = metrics[self.metric]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return (
-                f"the trial reported {self.metric}={value!r}, which is not a number; report a float"
-            )
-        return None
+        return problem(metrics, self.metric, "the metric")
 
     def _track_best(self, row: Mapping[str, Any]) -> None:
         if self.metric is None:

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import io
 import os
+import reprlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import cloudpickle
 
+from nbtune.metrics import plain
 from nbtune.protocol import (
     Decision,
     Nudge,
@@ -92,7 +94,11 @@ class TrialSession:
         next results cannot change the trial's course (no rung of the scheduler, no stop
         criterion falls on them), so they travel without a round trip. Should the runner need
         an answer sooner (the user paused the trial), it nudges, and the next report waits.
+
+        The values leave as plain Python (see `nbtune.metrics.plain`): nothing past this point
+        sees a NumPy or torch scalar.
         """
+        metrics = plain(metrics)
         reserved = RESERVED_KEYS.intersection(metrics)
         if reserved:
             name = sorted(reserved)[0]
@@ -204,19 +210,46 @@ def _current() -> TrialSession:
     return session
 
 
-def report(checkpoint: Any = None, **metrics: Any) -> None:
+def report(
+    metrics: Mapping[str, Any] | None = None, /, *, checkpoint: Any = None, **more: Any
+) -> None:
     """Report one result of the running trial, optionally with a checkpoint to resume from.
 
+    The metrics come as keywords, `report(loss=0.3, accuracy=0.91)`, or as one mapping, as in
+    Ray Tune 2: `report({"loss": 0.3})`; the two may be mixed as long as no name comes twice.
     Returns once the runner has decided what the trial does next, or at once where nothing
     can be decided (between two rungs of the scheduler, say); if the decision is to stop,
     `report` does not return (nbtune ends the trial cleanly).
 
     Args:
+        metrics: the values to record, by name.
         checkpoint: any picklable object from which the trial can resume (read it back with
             `get_checkpoint()`); saved to the experiment directory before the result is sent.
-        **metrics: the numbers to record, e.g. `loss=0.3, accuracy=0.91`.
+        **more: more values to record, e.g. `loss=0.3, accuracy=0.91`.
+
+    Raises:
+        TypeError: `metrics` is not a mapping, or a name is given twice.
     """
-    _current().report(metrics, checkpoint)
+    _current().report(_merged(metrics, more), checkpoint)
+
+
+def _merged(metrics: Mapping[str, Any] | None, more: dict[str, Any]) -> dict[str, Any]:
+    """The metrics of one `report` call as one dict; a one-line error for a call that is not
+    one of its forms."""
+    if metrics is None:
+        return more
+    if not isinstance(metrics, Mapping):
+        shown = reprlib.repr(metrics)
+        raise TypeError(
+            f"nbtune.report({shown}): pass the metrics by name, report(loss=...), "
+            "or as one dict, report({'loss': ...}); a checkpoint goes in checkpoint=..."
+        )
+    twice = sorted(set(metrics).intersection(more))
+    if twice:
+        raise TypeError(
+            f"nbtune.report: {twice[0]!r} is given both in the dict and as a keyword; pass it once"
+        )
+    return {**metrics, **more}
 
 
 def get_checkpoint() -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nbtune.metrics import number
 from nbtune.schedulers._base import NO_LIMIT, results_before
 
 StopFunction = Callable[[int, Mapping[str, Any]], bool]
@@ -36,16 +37,18 @@ class StopCriteria:
                 "or a function (trial_id, result) -> bool"
             )
         for key, value in stop.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if number(value) is None:
                 raise TypeError(f"stop[{key!r}]={value!r}: the threshold must be a number")
-        self._thresholds = dict(stop)
+        self._thresholds = {key: number(value) for key, value in stop.items()}
 
     def __call__(self, trial_id: int, result: Mapping[str, Any]) -> bool:
         if self._function is not None:
             return bool(self._function(trial_id, result))
         return any(self._reached(key, result.get(key)) for key in self._thresholds)
 
-    def _reached(self, key: str, value: Any) -> bool:
+    def _reached(self, key: str, reported: Any) -> bool:
+        """Whether `reported` reaches the threshold of `key`; what is not a number never does."""
+        value = number(reported)
         if value is None:
             return False
         threshold = self._thresholds[key]

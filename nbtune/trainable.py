@@ -6,10 +6,12 @@ subclass of `Trainable` whose `step()` returns one result at a time.
 
 from __future__ import annotations
 
+import reprlib
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nbtune.metrics import number
 from nbtune.protocol import TrialLaunch, WorkerDone, WorkerFailed
 from nbtune.session import Channel, TrialPaused, TrialSession, TrialStopped
 
@@ -68,7 +70,7 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
             if is_class_trainable(trainable):
                 _run_class(trainable, session, launch.config)
             else:
-                _run_function(trainable, session, launch.config)
+                _run_function(trainable, session, launch.config, launch.metric)
     except TrialStopped:
         pass
     except TrialPaused:
@@ -81,16 +83,32 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
     channel.send(WorkerDone(launch.trial_id, session.drain_output()))
 
 
-def _run_function(train: Callable, session: TrialSession, config: Mapping[str, Any]) -> None:
+def _run_function(
+    train: Callable, session: TrialSession, config: Mapping[str, Any], metric: str | None
+) -> None:
     returned = train(dict(config))
-    if returned is None:
-        return
-    if not isinstance(returned, Mapping):
+    if returned is not None:
+        session.report(_final_result(returned, metric))
+
+
+def _final_result(returned: Any, metric: str | None) -> dict[str, Any]:
+    """What a trainable's return value records as its last result: a mapping as it is, a
+    number as the final value of the tuned metric (Optuna's style, `return score`)."""
+    if isinstance(returned, Mapping):
+        return dict(returned)
+    value = number(returned)
+    if value is None:
         raise TypeError(
-            f"the trainable returned {returned!r}; call nbtune.report(metric=...) instead of "
-            "returning a value (or return a dict of metrics as its final result)"
+            f"the trainable returned {reprlib.repr(returned)} ({type(returned).__name__}); "
+            "return a number (the metric's final value) or a dict of metrics, or call "
+            "nbtune.report(...)"
         )
-    session.report(dict(returned))
+    if metric is None:
+        raise TypeError(
+            f"the trainable returned {value!r}, but the experiment has no metric "
+            "to record it under: pass metric=... to nbtune.Tuner (or return a dict of metrics)"
+        )
+    return {metric: value}
 
 
 def _run_class(cls: type[Trainable], session: TrialSession, config: Mapping[str, Any]) -> None:

@@ -7,13 +7,13 @@ update.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
 from nbtune.errors import IllegalTransitionError
+from nbtune.metrics import finite
 
 
 class TrialStatus(str, Enum):
@@ -116,11 +116,11 @@ class Trial:
 
 
 def better_of(current: float | None, candidate: Any, mode: str) -> float | None:
-    """The better of two metric values under `mode`; NaN, inf and missing values never win."""
-    if not isinstance(candidate, (int, float)) or not math.isfinite(candidate):
+    """The better of two metric values under `mode`; NaN, inf and anything that is not a
+    number (see `nbtune.metrics.finite`) never win."""
+    value = finite(candidate)
+    if value is None:
         return current
     if current is None:
-        return float(candidate)
-    if mode == "min":
-        return float(min(current, candidate))
-    return float(max(current, candidate))
+        return value
+    return min(current, value) if mode == "min" else max(current, value)

@@ -93,10 +93,32 @@ def test_a_second_run_with_the_same_name_is_refused_unless_told(make_tuner):
     ("trainable", "message"),
     [
         (trainables.no_metric, "the trial reported accuracy but not the metric 'loss'; call "),
-        (trainables.text_metric, "the trial reported loss='low', which is not a number"),
+        (
+            trainables.text_metric,
+            "the metric 'loss' must be a number, but the trial reported loss='low' (str); "
+            "report an int or a float there, and anything else under another name",
+        ),
+        (
+            trainables.bool_metric,
+            "'loss' must be a number, but the trial reported loss=True (bool)",
+        ),
+        (trainables.list_metric, "the trial reported loss=[0.1, 0.2] (list); report an int"),
+        (trainables.array_metric, "the trial reported loss=array([0.5]) (ndarray); report an int"),
         (trainables.reserved_key, "nbtune sets 'training_iteration'; rename your metric"),
-        (trainables.returns_number, "the trainable returned 0.5; call nbtune.report"),
-        (trainables.list_metric, "the trial reported loss=[0.1, 0.2], which is not a number"),
+        (
+            trainables.returns_text,
+            "the trainable returned 'done' (str); return a number (the metric's final value) or a "
+            "dict of metrics, or call nbtune.report(...)",
+        ),
+        (
+            trainables.positional_number,
+            "nbtune.report(0.5): pass the metrics by name, report(loss=...), or as one dict, "
+            "report({'loss': ...}); a checkpoint goes in checkpoint=...",
+        ),
+        (
+            trainables.key_twice,
+            "nbtune.report: 'loss' is given both in the dict and as a keyword; pass it once",
+        ),
         (
             trainables.unpicklable_checkpoint,
             "nbtune.report(checkpoint=...): the checkpoint cannot be pickled (TypeError: "
@@ -111,6 +133,28 @@ def test_bad_reports_end_the_trial_with_a_clear_error(make_tuner, trainable, mes
     assert message in trial.error
     assert "\n" not in trial.error
     assert tuner.history().empty
+
+
+def test_a_returned_number_needs_a_metric_to_be_recorded_under(make_tuner):
+    tuner = run(make_tuner(trainables.returns_number))
+    trial = tuner.get_trial(0)
+    assert trial.status is nt.TrialStatus.ERROR
+    assert trial.error == (
+        "TypeError: the trainable returned 0.5, but the experiment has no metric to record it "
+        "under: pass metric=... to nbtune.Tuner (or return a dict of metrics)"
+    )
+    assert len(tuner.history()) == 2, "what it reported before it returned is kept"
+
+
+def test_a_time_attr_that_is_not_a_number_fails_the_run_naming_it_and_its_type(make_tuner):
+    tuner = make_tuner(trainables.text_time, metric="loss", scheduler=nt.ASHA(9, time_attr="epoch"))
+    with pytest.raises(RuntimeError) as raised:
+        tuner.run()
+    assert (
+        "ASHA's time_attr 'epoch' must be a number, but the trial reported epoch='first' "
+        "(str); report an int or a float there, and anything else under another name"
+    ) in str(raised.value)
+    assert tuner.status.state == "failed"
 
 
 def test_report_outside_a_trial():

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 
 from nbtune.trial import IllegalTransitionError, Trial, TrialStatus, better_of
@@ -41,6 +42,9 @@ def test_with_result_keeps_the_best_value_by_mode():
         (1.0, math.nan, "max", 1.0),
         (1.0, -math.inf, "min", 1.0),
         (1.0, "2.0", "max", 1.0),
+        (1.0, np.float32(0.5), "min", 0.5),
+        (None, np.int64(3), "max", 3.0),
+        (None, True, "max", None),
         (None, None, "min", None),
     ],
 )

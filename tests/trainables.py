@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+
 import nbtune as nt
 
 
@@ -70,7 +72,10 @@ def reserved_key(config):
 
 
 def returns_number(config):
-    return 0.5
+    """Reports twice, then returns its score, as an Optuna objective does."""
+    nt.report(loss=0.9)
+    nt.report(loss=0.8)
+    return np.float32(config.get("score", 0.5))
 
 
 def returns_dict(config):
@@ -166,6 +171,81 @@ def odd_values(config):
 
 def list_metric(config):
     nt.report(loss=[0.1, 0.2])
+
+
+def bool_metric(config):
+    nt.report(loss=True)
+
+
+def array_metric(config):
+    """A 1-element array is not a scalar: it is refused as the metric."""
+    nt.report(loss=np.array([0.5]))
+
+
+def text_time(config):
+    nt.report(loss=1.0, epoch="first")
+
+
+def positional_number(config):
+    nt.report(0.5)
+
+
+def key_twice(config):
+    nt.report({"loss": 0.5}, loss=0.4)
+
+
+def returns_text(config):
+    return "done"
+
+
+class Scalar:
+    """A stand-in for a torch or JAX scalar: a number behind `.item()`."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def item(self):
+        return self.value
+
+
+class Ratio:
+    """A number that only converts through `__float__`."""
+
+    def __float__(self):
+        return 0.25
+
+
+def every_kind(config):
+    """One value of each kind a trainable may report, under its kind's name."""
+    nt.report(
+        **{f"np_{name}": getattr(np, name)(3) for name in config["widths"]},
+        zero_d=np.array(0.5, dtype=np.float32),
+        np_bool=np.bool_(True),
+        item=Scalar(np.int16(7)),
+        ratio=Ratio(),
+        nested={"a": [np.float32(0.5), (np.int8(1),)]},
+        text=np.str_("fine"),
+        one_element=np.array([0.5]),
+    )
+
+
+def reports_in_forms(config):
+    """The forms of `report`: a mapping, keywords, both, and a mapping with a checkpoint."""
+    nt.report({"loss": 0.4})
+    nt.report(loss=0.3)
+    nt.report({"loss": 0.2}, accuracy=0.9)
+    nt.report({"loss": 0.1}, checkpoint={"step": 4})
+
+
+def typed_curve(config):
+    """`learning_curve`'s loss reported as `config["type"]` ("float", "float32", "float64"),
+    with the step `t` as an int or an np.int64; the loss is rounded to float32 first, so that
+    every type holds the same number."""
+    numpy_types = config["type"] != "float"
+    make = getattr(np, config["type"]) if numpy_types else float
+    for t in range(1, config["max_t"] + 1):
+        loss = float(np.float32(config["q"] * (1 + 1 / t)))
+        nt.report(loss=make(loss), t=np.int64(t) if numpy_types else t)
 
 
 def unpicklable_checkpoint(config):

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nbtune.metrics import finite, require
 from nbtune.protocol import Decision
 from nbtune.trial import Trial
 
@@ -150,24 +151,16 @@ class Scheduler:
 
     def progress(self, result: Mapping[str, Any]) -> float:
         """How far the trial has come, in the scheduler's `time_attr`; a one-line error names
-        what to report when a result lacks it."""
-        time_attr = self.time_attr
-        value = result.get(time_attr)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(
-                f"{type(self).__name__}(time_attr={time_attr!r}) needs every result to hold a "
-                f"number under {time_attr!r}; report it or use time_attr='training_iteration'"
-            )
-        return value
+        what to report when a result lacks it or holds no finite number there."""
+        role = f"{type(self).__name__}'s time_attr"
+        return require(result, self.time_attr, role, finite_only=True)
 
     def score(self, result: Mapping[str, Any]) -> float | None:
         """The result's metric, signed so that higher is better; None if missing or not finite."""
-        value = result.get(self.metric) if self.metric is not None else None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        value = finite(result.get(self.metric)) if self.metric is not None else None
+        if value is None:
             return None
-        if not math.isfinite(value):
-            return None
-        return float(value) if self.mode == "max" else -float(value)
+        return value if self.mode == "max" else -value
 
 
 def check_positive(owner: str, name: str, value: Any, *, integer: bool = False) -> None:

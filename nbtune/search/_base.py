@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -105,10 +103,3 @@ class WrappingSearcher(Searcher):
 
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
         self.searcher.on_complete(trial_id, result, error)
-
-
-def finite(value: Any) -> float | None:
-    """`value` as a float if it is a finite number, else None: what a searcher can learn from."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return None
-    return float(value) if math.isfinite(value) else None

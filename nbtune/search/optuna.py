@@ -15,7 +15,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbtune.search._base import Searcher, finite
+from nbtune.metrics import finite
+from nbtune.search._base import Searcher
 from nbtune.space import Choice, Domain, Grid, LogUniform, RandInt, SampleFrom, SearchSpace, Uniform
 from nbtune.trial import Trial, TrialStatus
 

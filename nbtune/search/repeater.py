@@ -7,8 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nbtune.metrics import finite
 from nbtune.schedulers._base import check_positive
-from nbtune.search._base import Searcher, WrappingSearcher, finite
+from nbtune.search._base import Searcher, WrappingSearcher
 from nbtune.trial import Trial, TrialStatus
 
 TRIAL_INDEX = "__trial_index__"

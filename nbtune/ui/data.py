@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nbtune.metrics import finite
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, better_of
 
@@ -88,11 +89,11 @@ def history_data(
     """One curve per trial that has reported, in trial order; the best three marked."""
     points: dict[int, tuple[list[int], list[float]]] = {}
     for row in rows:
-        value = row.get(metric)
-        if _is_number(value):
+        value = finite(row.get(metric))
+        if value is not None:
             xs, ys = points.setdefault(row["trial_id"], ([], []))
             xs.append(row["training_iteration"])
-            ys.append(float(value))
+            ys.append(value)
     curves = tuple(
         Curve(
             trial.trial_id,
@@ -207,8 +208,9 @@ def describe(trial: Trial) -> str:
 
 
 def _axis(name: str, values: list[Any]) -> Axis:
-    if all(_is_number(value) for value in values):
-        return Axis(name, tuple(float(value) for value in values))
+    numbers = [finite(value) for value in values]
+    if None not in numbers:
+        return Axis(name, tuple(numbers))
     categories = list(dict.fromkeys(map(_short, values)))
     codes = {category: code for code, category in enumerate(categories)}
     return Axis(name, tuple(float(codes[_short(value)]) for value in values), tuple(categories))
@@ -232,10 +234,6 @@ def _thin(xs: list[int], ys: list[float], max_points: int) -> tuple[tuple, tuple
     keep = [*range(0, len(xs) - 1, step)][: max_points - 1]
     keep.append(len(xs) - 1)
     return tuple(xs[i] for i in keep), tuple(ys[i] for i in keep)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _short(value: Any) -> str:

@@ -102,7 +102,7 @@ def test_a_missing_time_attr_fails_the_run_with_a_clear_error(make_tuner):
     tuner = make_tuner(
         trainables.learning_curve, {"q": 1}, metric="loss", scheduler=nt.ASHA(9, time_attr="epoch")
     )
-    with pytest.raises(RuntimeError, match=r"needs every result to hold a number under 'epoch'"):
+    with pytest.raises(RuntimeError, match=r"but not ASHA's time_attr 'epoch'; call nbtune.report"):
         tuner.run()
     assert tuner.status.state == "failed"
 
