@@ -176,8 +176,38 @@ class TrialBook:
         once, so that the next one is on its way while it winds down."""
         return sum(live.on_worker and live.told is not Decision.STOP for live in self.live.values())
 
-    def running(self) -> list[Trial]:
-        return [t for t in self.trials.values() if t.status is TrialStatus.RUNNING]
+    def make_room(self, max_concurrent: int) -> None:
+        """Have the most recently started trials give back their workers (by a pause that
+        sends them to the head of the queue) until `max_concurrent` workers are enough; trials
+        that no longer need to make room keep theirs."""
+        staying = sum(not live.leaving for live in self.live.values() if live.on_worker)
+        running = [
+            trial
+            for trial in self.trials.values()
+            if trial.status is TrialStatus.RUNNING and not self.live[trial.trial_id].leaving
+        ]
+        running.sort(key=lambda trial: trial.started_at or 0.0, reverse=True)
+        excess = max(0, staying - max_concurrent)
+        for trial in running[:excess]:
+            live = self.live[trial.trial_id]
+            live.making_room = True
+            live.ask(Decision.PAUSE)
+        for trial in running[excess:]:
+            live = self.live[trial.trial_id]
+            if live.making_room:
+                live.making_room = False
+                live.drop_pause()
+
+    def on_the_clock(self) -> list[LiveTrial]:
+        """The running trials whose silence counts towards a timeout (not those already
+        killed for it)."""
+        return [
+            live
+            for live in self.live.values()
+            if live.on_worker
+            and live.timed_out is None
+            and self.trials[live.trial_id].status is TrialStatus.RUNNING
+        ]
 
     # ----- invariants -------------------------------------------------------------------------
 

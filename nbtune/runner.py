@@ -30,10 +30,10 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from nbtune.book import LiveTrial, TrialBook
-from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
+from nbtune.book import TrialBook
+from nbtune.control import RunControl
+from nbtune.errors import RunEndedError
 from nbtune.events import (
-    CommandApplied,
     EventBus,
     ExperimentDone,
     TrialAdded,
@@ -42,7 +42,6 @@ from nbtune.events import (
     TrialOutput,
     TrialPaused,
     TrialResult,
-    TrialResumed,
     TrialRetried,
     TrialStarted,
 )
@@ -123,6 +122,7 @@ class TrialRunner:
         self.lock = threading.RLock()
         self.book = TrialBook()
         self.trials = self.book.trials
+        self.control = RunControl(self)
         self.results: list[Mapping[str, Any]] = []
         self.best_result: Mapping[str, Any] | None = None
 
@@ -131,7 +131,6 @@ class TrialRunner:
         self._stopping: str | None = None
         self._stopping_since = 0.0
         self._holds_trials = False
-        self._paused_all = False
         self._closed = False
         self._state_saved_at = -math.inf
 
@@ -153,7 +152,7 @@ class TrialRunner:
                 continue
             restarted = self._restarted(trial, journal=False, started_at=None)
             if trial.trial_id in held:
-                paused = restarted.evolve(status=TrialStatus.PAUSED, paused_by=_waits_by(trial))
+                paused = restarted.evolve(status=TrialStatus.PAUSED, paused_by=trial.waits_by)
                 self.book.put(paused)
                 continue
             self.book.enqueue(trial.trial_id, "last")
@@ -198,10 +197,10 @@ class TrialRunner:
     def _leave_suspended(self, trial: Trial) -> None:
         """A suspended trial of a run that ends: released and held, or ended."""
         if not self._holds_trials:
-            self.stop_trial(trial.trial_id)
+            self.control.stop_trial(trial.trial_id)
             return
-        self._reply(trial, Decision.STOP)
-        self._set(trial.evolve(paused_by=_waits_by(trial)))
+        self.reply(trial, Decision.STOP)
+        self.record(trial.evolve(paused_by=trial.waits_by))
 
     # ----- the loop ---------------------------------------------------------------------------
 
@@ -287,7 +286,7 @@ class TrialRunner:
 
     def _fill_slots(self) -> None:
         """Start trials while there is room (a trial told to stop makes room already)."""
-        while not self._paused_all and self.book.slots_taken() < self.max_concurrent:
+        while not self.control.paused_all and self.book.slots_taken() < self.max_concurrent:
             trial = self._next_trial()
             if trial is None:
                 return
@@ -323,7 +322,7 @@ class TrialRunner:
                 checkpoint_iteration=parent.checkpoint_iteration,
                 iteration=parent.checkpoint_iteration,
             )
-        self._set(trial)
+        self.record(trial)
         self.book.enqueue(trial.trial_id, "last" if parent is None else "ahead")
         self.scheduler.on_trial_add(trial)
         self._save_state_now_and_then()
@@ -362,7 +361,7 @@ class TrialRunner:
                 metric=self.metric,
             )
         )
-        self._set(trial)
+        self.record(trial)
         self.bus.publish(TrialStarted(trial.trial_id, trial.checkpoint_iteration))
 
     def _absolute(self, checkpoint: str | None) -> str | None:
@@ -399,7 +398,7 @@ class TrialRunner:
         problem = self._check_metrics(event.metrics)
         if problem is not None:
             self._stop_if_waiting(event)
-            self._end(trial, TrialStatus.ERROR, problem, traceback="")
+            self.end(trial, TrialStatus.ERROR, problem, traceback="")
             return
         row = {
             "trial_id": trial.trial_id,
@@ -413,12 +412,12 @@ class TrialRunner:
             trial = self._with_checkpoint(trial, event.checkpoint)
         decision = self._decide(trial, row)
         if event.waits:
-            self._reply(trial, decision)
+            self.reply(trial, decision)
         elif decision is not Decision.CONTINUE:
             self.book.live[trial.trial_id].ask(decision)
         self.storage.append_result(row)
         self.results.append(row)
-        self._set(trial, journal=event.checkpoint is not None)
+        self.record(trial, journal=event.checkpoint is not None)
         self._track_best(row)
         self.searcher.on_result(trial.trial_id, row)
         self.bus.publish(TrialResult(trial.trial_id, row))
@@ -439,11 +438,11 @@ class TrialRunner:
         trial = trial.evolve(iteration=iteration)
         if event.checkpoint is not None:
             trial = self._with_checkpoint(trial, event.checkpoint)
-        self._set(trial, journal=event.checkpoint is not None)
+        self.record(trial, journal=event.checkpoint is not None)
         if event.waits:
             ending = self._stopping is not None
             decision = self._ending_decision() if ending else Decision.CONTINUE
-            self._reply(trial, decision)
+            self.reply(trial, decision)
             self._end_if_stopped(trial.trial_id, decision)
         return True
 
@@ -464,7 +463,7 @@ class TrialRunner:
         """What a trial does at its report once the run ends: pause if held, else stop."""
         return Decision.PAUSE if self._holds_trials else Decision.STOP
 
-    def _reply(self, trial: Trial, decision: Decision) -> None:
+    def reply(self, trial: Trial, decision: Decision) -> None:
         """Send the decision on a result that waits for it (or to a suspended trial), and how
         many next results need not wait (see `nbtune.session.TrialSession.report`)."""
         trial_id = trial.trial_id
@@ -481,13 +480,13 @@ class TrialRunner:
         """A trial told to stop has ended: its results are all in, and its worker is taken
         for the next trial while it winds down (it holds the run open until then)."""
         if decision is Decision.STOP:
-            self._end(self.book[trial_id], TrialStatus.TERMINATED)
+            self.end(self.book[trial_id], TrialStatus.TERMINATED)
 
     def _stop_if_waiting(self, event: WorkerResult) -> None:
         """Stop a trial the run is done with; one that does not wait is nudged (see
         `_nudge_free_trials`)."""
         if event.waits:
-            self._reply(self.book[event.trial_id], Decision.STOP)
+            self.reply(self.book[event.trial_id], Decision.STOP)
 
     def _free_steps(self, trial: Trial) -> int:
         """How many results the trial may send after this one without waiting for an answer:
@@ -533,7 +532,7 @@ class TrialRunner:
         self._ship_output(trial_id, output)
         trial = self.book[trial_id]
         if trial.status is TrialStatus.RUNNING:
-            self._end(trial, TrialStatus.TERMINATED)
+            self.end(trial, TrialStatus.TERMINATED)
 
     def _on_paused(self, event: WorkerPaused) -> None:
         """The trial saved a checkpoint and left its worker."""
@@ -546,11 +545,11 @@ class TrialRunner:
             return
         trial = self._with_checkpoint(trial, event.checkpoint)
         if stop is Decision.STOP:
-            self._end(trial, TrialStatus.TERMINATED)
+            self.end(trial, TrialStatus.TERMINATED)
             return
-        self._to_paused(trial, "checkpoint")
+        self.to_paused(trial, "checkpoint")
         if resume or requeue:
-            self.resume_trial(trial_id)
+            self.control.resume_trial(trial_id)
 
     def _on_suspended(self, event: WorkerSuspended) -> None:
         """The trial cannot checkpoint: it waits in its worker for a resume or a stop."""
@@ -563,15 +562,15 @@ class TrialRunner:
         if trial.status is not TrialStatus.RUNNING:
             return
         if requeue:
-            self._reply(trial, Decision.CONTINUE)
+            self.reply(trial, Decision.CONTINUE)
             return
-        self._to_paused(trial, "suspend")
+        self.to_paused(trial, "suspend")
         if stop is Decision.STOP:
-            self.stop_trial(trial_id)
+            self.control.stop_trial(trial_id)
         elif self._stopping is not None:
             self._leave_suspended(self.book[trial_id])
         elif resume:
-            self.resume_trial(trial_id)
+            self.control.resume_trial(trial_id)
 
     def _restarted(self, trial: Trial, *, journal: bool = True, **changes: Any) -> Trial:
         """`trial` back to PENDING, to start again from its latest checkpoint (or from scratch);
@@ -580,15 +579,17 @@ class TrialRunner:
         restarted = trial.evolve(
             status=TrialStatus.PENDING, iteration=restart, paused_by=None, **changes
         )
-        self._set(restarted, journal=journal)
+        self.record(restarted, journal=journal)
         live = self.book.live[trial.trial_id]
         logged = max(trial.iteration, live.replay_until or 0)
         if logged > restart:
             live.replay_until = logged
         return restarted
 
-    def _to_paused(self, trial: Trial, paused_by: str) -> None:
-        self._set(trial.evolve(status=TrialStatus.PAUSED, paused_by=paused_by, **_ran(trial)))
+    def to_paused(self, trial: Trial, paused_by: str) -> None:
+        """Record the trial PAUSED (`paused_by` says how it waits) and say so on the bus."""
+        paused = trial.evolve(status=TrialStatus.PAUSED, paused_by=paused_by)
+        self.record(paused.evolve(**_runtime_banked(trial)))
         self.bus.publish(TrialPaused(trial.trial_id))
 
     def _on_lost(self, event: WorkerLost) -> None:
@@ -612,16 +613,16 @@ class TrialRunner:
         if not _holds_worker(trial):
             return
         if self._stopping is not None and self._holds_trials:
-            self._to_paused(trial, _waits_by(trial))
+            self.to_paused(trial, trial.waits_by)
             return
         if bystander and self._stopping is None:
             if stop_asked:
-                self._end(trial, TrialStatus.TERMINATED)
+                self.end(trial, TrialStatus.TERMINATED)
             else:
                 self._restart_first(trial)
             return
         if trial.attempts > self.max_failures or self._stopping is not None or stop_asked:
-            self._end(trial, TrialStatus.ERROR, error, traceback)
+            self.end(trial, TrialStatus.ERROR, error, traceback)
             return
         self.storage.append_text(
             trial_id, "error.txt", f"attempt {trial.attempts} (retried): {traceback or error}\n"
@@ -632,17 +633,18 @@ class TrialRunner:
     def _restart_first(self, trial: Trial, **changes: Any) -> None:
         """Queue `trial` first, to start again from its latest checkpoint (see `_restarted`);
         a trial the user paused waits paused instead."""
-        restarted = self._restarted(trial, **changes, **_ran(trial))
+        restarted = self._restarted(trial, **changes, **_runtime_banked(trial))
         if self.book.live[trial.trial_id].user_paused:
-            self._to_paused(restarted, _waits_by(restarted))
+            self.to_paused(restarted, restarted.waits_by)
         else:
             self.book.enqueue(trial.trial_id, "first")
 
-    def _end(
+    def end(
         self, trial: Trial, status: TrialStatus, error: str | None = None, traceback: str = ""
     ) -> None:
-        trial = trial.evolve(status=status, error=error, paused_by=None, **_ran(trial))
-        self._set(trial)
+        """End the trial (TERMINATED or ERROR) and tell the scheduler, the searcher and the bus."""
+        trial = trial.evolve(status=status, error=error, paused_by=None, **_runtime_banked(trial))
+        self.record(trial)
         waiting_fork = self.book.ended(trial.trial_id)
         if waiting_fork is not None:
             self.scheduler.request(waiting_fork)
@@ -665,20 +667,8 @@ class TrialRunner:
 
     # ----- trials that hang ---------------------------------------------------------------------
 
-    def _on_the_clock(self) -> list[LiveTrial]:
-        """Running trials that fail if silent for `trial_timeout_s`."""
-        if self.trial_timeout_s is None:
-            return []
-        return [
-            live
-            for live in self.book.live.values()
-            if live.on_worker
-            and live.timed_out is None
-            and self.book[live.trial_id].status is TrialStatus.RUNNING
-        ]
-
     def _first_trial_deadline(self) -> float | None:
-        timed = self._on_the_clock()
+        timed = self.book.on_the_clock() if self.trial_timeout_s is not None else []
         if not timed:
             return None
         return min(live.heard_at for live in timed) + self.trial_timeout_s
@@ -689,8 +679,10 @@ class TrialRunner:
         A killed trial fails once the executor reports it lost, so that its retry never meets
         what is left of the killed attempt.
         """
+        if self.trial_timeout_s is None:
+            return
         now = time.monotonic()
-        for live in self._on_the_clock():
+        for live in self.book.on_the_clock():
             if now - live.heard_at < self.trial_timeout_s:
                 continue
             killable = self.executor.can_kill_trial or self.executor.can_kill_worker
@@ -713,9 +705,9 @@ class TrialRunner:
                 self.book.left_worker(trial_id)
             elif self._holds_trials:
                 self.book.left_worker(trial_id)
-                self._to_paused(trial, _waits_by(trial))
+                self.to_paused(trial, trial.waits_by)
             else:
-                self._end(trial, TrialStatus.TERMINATED)
+                self.end(trial, TrialStatus.TERMINATED)
                 self.book.left_worker(trial_id)
 
     def _apply_scheduler_requests(self) -> bool:
@@ -733,12 +725,12 @@ class TrialRunner:
             if trial is None or trial.status.is_finished:
                 continue
             if isinstance(request, Stop):
-                self.stop_trial(request.trial_id)
+                self.control.stop_trial(request.trial_id)
             elif (
                 trial.status is not TrialStatus.PENDING
                 and not self.book.live[request.trial_id].user_paused
             ):
-                self.resume_trial(request.trial_id)
+                self.control.resume_trial(request.trial_id)
         return bool(requests)
 
     def _fork_when_replaced_ends(self, request: Exploit) -> None:
@@ -748,151 +740,19 @@ class TrialRunner:
         if replaced is not None and not replaced.status.is_finished:
             self.book.live[replaced.trial_id].fork_waiting = request
             return
-        self.add_trial(request.config, parent=self.trial(request.source), origin="scheduler")
+        self.add_trial(
+            request.config, parent=self.control.trial(request.source), origin="scheduler"
+        )
 
     def _ship_output(self, trial_id: int, output: str) -> None:
         if output:
             self.storage.append_text(trial_id, "output.log", output)
             self.bus.publish(TrialOutput(trial_id, output))
 
-    # ----- commands (run on the runner thread through `call`) ---------------------------------
-
-    def apply_command(
-        self, name: str, arguments: Mapping[str, Any], command: Callable[[], Any]
-    ) -> Any:
-        """Run a user's command; log it, and whether it failed, on disk and on the bus."""
-        error = None
-        try:
-            return command()
-        except Exception as exc:
-            error = str(exc)
-            raise
-        finally:
-            self.storage.append_command(name, arguments, error)
-            self.bus.publish(CommandApplied(name, dict(arguments), error))
-
-    def trial(self, trial_id: Any) -> Trial:
-        """The trial with `trial_id`, or a TrialNotFoundError that lists the valid ids."""
-        if isinstance(trial_id, int) and not isinstance(trial_id, bool) and trial_id in self.book:
-            return self.book[trial_id]
-        known = f"its trials are 0 to {len(self.book) - 1}" if len(self.book) else "no trials yet"
-        raise TrialNotFoundError(f"there is no trial {trial_id!r}; {known}")
-
-    def pause_trial(self, trial_id: int) -> None:
-        """Pause a trial: a running one at its next report, a waiting one at once.
-
-        The trial stays paused until the user resumes it: the scheduler cannot resume it.
-        """
-        trial = self.trial(trial_id)
-        if trial.status.is_finished:
-            raise IllegalTransitionError(
-                f"trial {trial_id} has ended ({trial.status}); only a pending or running trial "
-                "can be paused"
-            )
-        live = self.book.live[trial_id]
-        live.user_paused = True
-        if trial.status is TrialStatus.RUNNING:
-            live.resume_on_arrival = False
-            live.making_room = False
-            if live.told is not Decision.PAUSE:
-                live.ask(Decision.PAUSE)
-        elif trial.status is TrialStatus.PENDING:
-            self.book.queue.remove(trial_id)
-            self._to_paused(trial, _waits_by(trial))
-
-    def resume_trial(self, trial_id: int) -> None:
-        """Resume a paused trial: in its worker if suspended, else from its checkpoint."""
-        trial = self.trial(trial_id)
-        live = self.book.facts(trial_id)
-        live.user_paused = False
-        if trial.status is TrialStatus.RUNNING:
-            live.drop_pause()
-            if live.told is Decision.PAUSE and not live.making_room:
-                live.resume_on_arrival = True
-            return
-        if trial.status is not TrialStatus.PAUSED:
-            raise IllegalTransitionError(
-                f"trial {trial_id} is {trial.status}; only a paused trial can be resumed"
-            )
-        live.resume_on_arrival = False
-        if trial.paused_by == "suspend":
-            self._set(
-                trial.evolve(status=TrialStatus.RUNNING, paused_by=None, started_at=time.time())
-            )
-            self._reply(self.book[trial_id], Decision.CONTINUE)
-            live.heard_at = time.monotonic()
-        else:
-            self._set(trial.evolve(status=TrialStatus.PENDING, paused_by=None))
-            self.book.enqueue(trial_id, "ahead" if trial.has_checkpoint else "first")
-        self.bus.publish(TrialResumed(trial_id))
-
-    def stop_trial(self, trial_id: int, force: bool = False) -> None:
-        """End a trial (TERMINATED, results kept): a running one at its next report."""
-        trial = self.trial(trial_id)
-        if trial.status.is_finished:
-            raise IllegalTransitionError(f"trial {trial_id} has already ended ({trial.status})")
-        if trial.status is TrialStatus.RUNNING:
-            self.book.live[trial_id].ask(Decision.STOP)
-            if force and self.executor.can_kill_trial:
-                self.executor.kill(trial_id)
-            return
-        if trial.paused_by == "suspend":
-            self._reply(trial, Decision.STOP)
-        self._end(trial, TrialStatus.TERMINATED)
-
-    def pause_all(self) -> None:
-        """Hold the whole experiment: every trial pauses and none starts."""
-        self._paused_all = True
-        for trial in self.book:
-            if trial.status in (TrialStatus.PENDING, TrialStatus.RUNNING):
-                self.pause_trial(trial.trial_id)
-
-    def resume_all(self) -> None:
-        """Let the experiment go on: every paused trial resumes, new ones may start."""
-        self._paused_all = False
-        for trial in self.book:
-            live = self.book.facts(trial.trial_id)
-            if trial.status is TrialStatus.PAUSED or live.told is Decision.PAUSE:
-                self.resume_trial(trial.trial_id)
-            live.drop_pause()
-
-    def fork(self, trial_id: int, config: Mapping[str, Any]) -> int:
-        """Start a new trial with `config` from trial `trial_id`'s latest checkpoint."""
-        parent = self.trial(trial_id)
-        if not parent.has_checkpoint:
-            raise IllegalTransitionError(
-                f"trial {trial_id} has no checkpoint to fork from; its trainable must pass "
-                "checkpoint=... to nbtune.report (or implement save_checkpoint)"
-            )
-        return self.add_trial(config, parent=parent, origin="fork")
-
-    def set_max_concurrent(self, max_concurrent: int) -> None:
-        """Change how many trials run at once.
-
-        Above the new limit, the most recently started trials give back their workers at their
-        next report: by checkpoint, going back to the head of the queue. A trial that cannot
-        checkpoint keeps its worker until it ends.
-        """
-        self.max_concurrent = max_concurrent
-        self.executor.resize(max_concurrent)
-        on_worker = [self.book.live[trial_id] for trial_id in self.book.on_worker()]
-        staying = sum(not live.leaving for live in on_worker)
-        running = [t for t in self.book.running() if not self.book.live[t.trial_id].leaving]
-        running.sort(key=lambda trial: trial.started_at or 0.0, reverse=True)
-        excess = max(0, staying - max_concurrent)
-        for trial in running[:excess]:
-            live = self.book.live[trial.trial_id]
-            live.making_room = True
-            live.ask(Decision.PAUSE)
-        for trial in running[excess:]:
-            live = self.book.live[trial.trial_id]
-            if live.making_room:
-                live.making_room = False
-                live.drop_pause()
-
     # ----- bookkeeping ------------------------------------------------------------------------
 
-    def _set(self, trial: Trial, *, journal: bool = True) -> None:
+    def record(self, trial: Trial, *, journal: bool = True) -> None:
+        """Store the trial's newest record (journaled on disk unless `journal` is False)."""
         self.book.put(trial)
         if journal:
             self.storage.record_trial(trial, self.trials.values)
@@ -924,7 +784,7 @@ class TrialRunner:
         self.done.set()
 
 
-def _ran(trial: Trial) -> dict[str, Any]:
+def _runtime_banked(trial: Trial) -> dict[str, Any]:
     """The changes that close a stretch of running: its time added up, no start time."""
     if trial.started_at is None or trial.status is not TrialStatus.RUNNING:
         return {}
@@ -932,11 +792,6 @@ def _ran(trial: Trial) -> dict[str, Any]:
         "runtime_s": trial.runtime_s + max(0.0, time.time() - trial.started_at),
         "started_at": None,
     }
-
-
-def _waits_by(trial: Trial) -> str:
-    """How a trial waits once it has no worker: from its checkpoint, or from scratch."""
-    return "checkpoint" if trial.has_checkpoint else "queue"
 
 
 def _holds_worker(trial: Trial) -> bool:

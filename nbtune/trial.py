@@ -114,6 +114,12 @@ class Trial:
     def has_checkpoint(self) -> bool:
         return self.checkpoint is not None
 
+    @property
+    def waits_by(self) -> str:
+        """How the trial waits once it has no worker: from its checkpoint ("checkpoint"), or
+        to start from scratch ("queue")."""
+        return "checkpoint" if self.has_checkpoint else "queue"
+
 
 def better_of(current: float | None, candidate: Any, mode: str) -> float | None:
     """The better of two metric values under `mode`; NaN, inf and anything that is not a

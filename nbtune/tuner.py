@@ -353,11 +353,11 @@ class Tuner(ResultsView):
 
     def pause_all(self) -> None:
         """Hold the whole experiment: every trial pauses and none starts until `resume_all`."""
-        self._command("pause_all", self._started_runner().pause_all)
+        self._command("pause_all", self._started_runner().control.pause_all)
 
     def resume_all(self) -> None:
         """Resume every paused trial and let new trials start again."""
-        self._command("resume_all", self._started_runner().resume_all)
+        self._command("resume_all", self._started_runner().control.resume_all)
 
     def add_trial(self, config: Mapping[str, Any]) -> int:
         """Queue a hand-picked configuration (it must name every parameter); return its id."""
@@ -383,8 +383,8 @@ class Tuner(ResultsView):
         runner = self._started_runner()
 
         def fork() -> int:
-            config = _merged(runner.trial(trial_id).config, changes)
-            return runner.fork(trial_id, config)
+            config = _merged(runner.control.trial(trial_id).config, changes)
+            return runner.control.fork(trial_id, config)
 
         return self._command("fork", fork, trial_id=trial_id, changes=changes)
 
@@ -394,7 +394,7 @@ class Tuner(ResultsView):
         runner = self._started_runner()
         self._command(
             "set_max_concurrent",
-            lambda: runner.set_max_concurrent(max_concurrent),
+            lambda: runner.control.set_max_concurrent(max_concurrent),
             max_concurrent=max_concurrent,
         )
         self.max_concurrent = max_concurrent
@@ -435,9 +435,9 @@ class Tuner(ResultsView):
 
         def command() -> None:
             for trial_id in trial_ids:
-                runner.trial(trial_id)
+                runner.control.trial(trial_id)
             for trial_id in trial_ids:
-                getattr(runner, method)(trial_id, **options)
+                getattr(runner.control, method)(trial_id, **options)
 
         return command
 
@@ -450,7 +450,7 @@ class Tuner(ResultsView):
                 "(or Tuner.restore) to go on"
             )
         try:
-            future = runner.call(lambda: runner.apply_command(name, arguments, command))
+            future = runner.call(lambda: runner.control.apply_command(name, arguments, command))
             return future.result(timeout=_COMMAND_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             raise RunEndedError(
@@ -481,7 +481,7 @@ class Tuner(ResultsView):
         if runner is None:
             raise TrialNotFoundError(f"there is no trial {trial_id!r}; the run has not started")
         with runner.lock:
-            return runner.trial(trial_id)
+            return runner.control.trial(trial_id)
 
     # ----- results ----------------------------------------------------------------------------
 

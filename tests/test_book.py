@@ -202,19 +202,19 @@ class BookUnderFire(RuleBasedStateMachine):
 
     @rule(trial_id=trial_ids)
     def pause(self, trial_id):
-        self._command(self.runner.pause_trial, trial_id)
+        self._command(self.runner.control.pause_trial, trial_id)
 
     @rule(trial_id=trial_ids)
     def resume(self, trial_id):
-        self._command(self.runner.resume_trial, trial_id)
+        self._command(self.runner.control.resume_trial, trial_id)
 
     @rule(trial_id=trial_ids, force=st.booleans())
     def stop(self, trial_id, force):
-        self._command(self.runner.stop_trial, trial_id, force)
+        self._command(self.runner.control.stop_trial, trial_id, force)
 
     @rule(trial_id=trial_ids)
     def fork(self, trial_id):
-        self._command(self.runner.fork, trial_id, {"x": 0.5})
+        self._command(self.runner.control.fork, trial_id, {"x": 0.5})
 
     @rule()
     def add(self):
@@ -222,15 +222,15 @@ class BookUnderFire(RuleBasedStateMachine):
 
     @rule(limit=st.integers(min_value=1, max_value=3))
     def concurrency(self, limit):
-        self._command(self.runner.set_max_concurrent, limit)
+        self._command(self.runner.control.set_max_concurrent, limit)
 
     @rule()
     def pause_all(self):
-        self._command(self.runner.pause_all)
+        self._command(self.runner.control.pause_all)
 
     @rule()
     def resume_all(self):
-        self._command(self.runner.resume_all)
+        self._command(self.runner.control.resume_all)
 
     @precondition(lambda self: self.runner._stopping is None)
     @rule(hold=st.booleans())
