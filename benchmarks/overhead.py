@@ -429,7 +429,7 @@ def figure_dispatch(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
             "dispatch_warm",
             statistics.median(rate for rate, _ in warm),
             "trials/s",
-            Target(">=", 500),
+            Target(">=", 1000),
             runs=[rate for rate, _ in warm],
             results_persisted=min(persisted for _, persisted in warm),
             **common,

@@ -68,6 +68,8 @@ from nbtune.trial import Trial, TrialStatus, better_of
 _IDLE_POLL_S = 1.0
 _STOP_GRACE_S = 10.0
 _SAVE_STATE_EVERY_S = 1.0
+_CHECK_DIRECTORY_EVERY_S = 0.5
+"""How often the loop makes sure that the experiment directory is still there."""
 _MAX_FREE_STEPS = 8
 """At most this many results of a trial go unanswered in a row, so that a trial that reports
 in a tight loop cannot queue up more results than the runner keeps up with."""
@@ -133,6 +135,7 @@ class TrialRunner:
         self._holds_trials = False
         self._closed = False
         self._state_saved_at = -math.inf
+        self._directory_checked_at = -math.inf
 
     def carry_on(self, trials: Sequence[Trial], results: Sequence[Mapping[str, Any]]) -> None:
         """Take over a stopped or crashed run's trials and results (before `run()`).
@@ -263,7 +266,10 @@ class TrialRunner:
             return
         self._nudge_free_trials()
         self._time_out_silent_trials()
-        self.storage.check()
+        now = time.monotonic()
+        if now - self._directory_checked_at >= _CHECK_DIRECTORY_EVERY_S:
+            self._directory_checked_at = now
+            self.storage.check()
 
     def _poll_timeout(self, deadline: float | None) -> float:
         """Wake up for the run's deadline and for the first trial that may time out."""
