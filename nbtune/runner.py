@@ -1,19 +1,24 @@
 """The TrialRunner: the one event loop that owns every trial of a run.
 
     searcher --suggest--> +-------------------------------+ <--commands-- Tuner (any thread)
-                          |  TrialRunner (its own thread) |
-    scheduler <-decide--> |   1. run queued commands      | --start/reply--> executor
-                          |   2. fill free worker slots   | <----poll------- (workers)
-                          |   3. handle worker events     |
+                          |  TrialRunner (its own thread) |     (carried out by RunControl)
+    scheduler <-decide--> |  step():                      |
+                          |   1. run queued commands      | --start/reply--> executor
+                          |   2. fill free worker slots   |
+                          |   3. look after the workers   |
+                          |  handle(events):              | <----poll------- (workers)
+                          |   4. results, pauses, endings |
                           +-------------------------------+
-                                | append, then publish
-                                v
-                     storage (disk) --> EventBus --> subscribers (progress, dashboard, callbacks)
+                           | TrialBook: records, queue,   | append, then publish
+                           | one LiveTrial per live trial |        v
+                           +------------------------------+  storage (disk) --> EventBus
+                                                              --> progress, dashboard, callbacks
 
 Only the runner thread changes a trial (it replaces the immutable `Trial` under a lock); other
 threads read snapshots, or send commands that the loop runs between two batches of events.
-Every fact about a trial lives in the runner's `TrialBook`: its record, its place in the queue,
-and one `LiveTrial` of runtime facts while it is live.
+Every fact about a trial lives in the runner's `TrialBook` (`nbtune.book`): its record, its
+place in the queue, and one `LiveTrial` of runtime facts while it is live. What the user can
+ask of a trial is in `nbtune.control`; what crosses to the workers, in `nbtune.protocol`.
 The worker hears the decision on its result first, so that it goes on while the runner writes
 the result to disk; subscribers hear of a result only once it is on disk. The loop blocks in
 `executor.poll()` when there is nothing to do; a command wakes it at once.
