@@ -14,6 +14,7 @@ tuner.dataframe()
 
 from nbtune import front_end
 from nbtune.analysis import ExperimentAnalysis, load
+from nbtune.checkpoint import Checkpoint
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.events import EventBus
 from nbtune.executors import Executor, LokyExecutor, ThreadExecutor
@@ -79,6 +80,7 @@ def __getattr__(name: str):
 __all__ = [
     "ASHA",
     "PBT",
+    "Checkpoint",
     "ConcurrencyLimiter",
     "Decision",
     "EventBus",

@@ -7,11 +7,17 @@ same trial records and result rows.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbtune.checkpoint import load as load_checkpoint
+from nbtune.checkpoint import size_of, stored
+from nbtune.errors import TrialNotFoundError
 from nbtune.front_end import Dashboard, make_dashboard
 from nbtune.metrics import number
+from nbtune.retention import rank
 from nbtune.space import SearchSpace
+from nbtune.storage import checkpoint_dir
 from nbtune.trial import Trial, TrialStatus, better_of
 
 if TYPE_CHECKING:
@@ -20,8 +26,14 @@ if TYPE_CHECKING:
 RESULT_KEYS = ("trial_id", "training_iteration", "timestamp", "time_total_s")
 
 
-def trials_frame(trials: Sequence[Trial], metric: str | None, mode: str) -> pd.DataFrame:
-    """One row per trial: id, status, `config/<param>` columns, metric (last and best), ..."""
+def trials_frame(
+    trials: Sequence[Trial],
+    metric: str | None,
+    mode: str,
+    checkpoint_mb: Mapping[int, float] | None = None,
+) -> pd.DataFrame:
+    """One row per trial: id, status, `config/<param>` columns, metric (last and best), ...,
+    and `checkpoint_mb`, the disk its checkpoints use, where it is given."""
     import pandas as pd  # imported here so that workers and `import nbtune` stay light
 
     rows = []
@@ -37,9 +49,14 @@ def trials_frame(trials: Sequence[Trial], metric: str | None, mode: str) -> pd.D
         row["paused_by"] = trial.paused_by
         row["parent"] = trial.parent
         row["attempts"] = trial.attempts
+        if checkpoint_mb is not None:
+            row["checkpoint_mb"] = checkpoint_mb.get(trial.trial_id, 0.0)
         rows.append(row)
-    frame = pd.DataFrame.from_records(rows, columns=_trial_columns(rows, metric))
-    return frame.astype(_trial_dtypes(metric))
+    columns, dtypes = _trial_columns(rows, metric), _trial_dtypes(metric)
+    if checkpoint_mb is not None:
+        columns.append("checkpoint_mb")
+        dtypes["checkpoint_mb"] = "float64"
+    return pd.DataFrame.from_records(rows, columns=columns).astype(dtypes)
 
 
 def _trial_columns(rows: list[dict[str, Any]], metric: str | None) -> list[str]:
@@ -101,6 +118,7 @@ class ResultsView:
 
     metric: str | None
     mode: str
+    path: Path
     _dashboard: Dashboard | None = None
 
     def _snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
@@ -115,8 +133,59 @@ class ResultsView:
         return best_row(self._snapshot()[1], self._require_metric(), self.mode)
 
     def dataframe(self) -> pd.DataFrame:
-        """One row per trial: `trial_id`, `status`, `config/<param>`, the metric, ..."""
-        return trials_frame(self._snapshot()[0], self.metric, self.mode)
+        """One row per trial: `trial_id`, `status`, `config/<param>`, the metric, ...,
+        `checkpoint_mb` (megabytes, 10**6 bytes, its checkpoints use on disk)."""
+        trials = self._snapshot()[0]
+        return trials_frame(trials, self.metric, self.mode, self.checkpoint_mb(trials))
+
+    def checkpoint_mb(self, trials: Sequence[Trial] | None = None) -> dict[int, float]:
+        """Megabytes (10**6 bytes) of checkpoints on disk, by trial id."""
+        trials = self._snapshot()[0] if trials is None else trials
+        return {
+            trial.trial_id: size_of(checkpoint_dir(self.path, trial.trial_id)) / 1e6
+            for trial in trials
+        }
+
+    def get_checkpoint(self, trial_id: int, which: str = "latest") -> Any:
+        """Trial `trial_id`'s checkpoint as it reported it: the object it passed to
+        `nbtune.report(checkpoint=...)`, or a `Checkpoint` for a directory; None if it has none
+        on disk.
+
+        Args:
+            trial_id: the trial.
+            which: "latest" (what a resume starts from) or "best" (of those kept on disk, the
+                one taken at its best result by the metric).
+
+        Raises:
+            ValueError: `which` is neither.
+            TrialNotFoundError: there is no such trial.
+        """
+        if which not in ("latest", "best"):
+            raise ValueError(f"which={which!r}: use 'latest' or 'best'")
+        trials, rows = self._snapshot()
+        trial = next((t for t in trials if t.trial_id == trial_id), None)
+        if trial is None:
+            raise TrialNotFoundError(f"there is no trial {trial_id!r}; it has {len(trials)}")
+        path = self._latest(trial) if which == "latest" else self._best_stored(trial, rows)
+        return None if path is None else load_checkpoint(path)
+
+    @property
+    def best_checkpoint(self) -> Any:
+        """The checkpoint of `best_trial` taken at its best result that is kept on disk (see
+        `get_checkpoint(trial_id, "best")`); None before there is one."""
+        trial = self.best_trial
+        return None if trial is None else self.get_checkpoint(trial.trial_id, "best")
+
+    def _latest(self, trial: Trial) -> Path | None:
+        return None if trial.checkpoint is None else self.path / trial.checkpoint
+
+    def _best_stored(self, trial: Trial, rows: Sequence[Mapping[str, Any]]) -> Path | None:
+        stored_at = stored(checkpoint_dir(self.path, trial.trial_id))
+        if not stored_at:
+            return None
+        own = {r["training_iteration"]: r for r in rows if r["trial_id"] == trial.trial_id}
+        best = max(stored_at, key=lambda i: rank(own.get(i, {}), i, self.metric, self.mode))
+        return stored_at[best]
 
     def history(self) -> pd.DataFrame:
         """One row per reported result, in the order the results arrived."""

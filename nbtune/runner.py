@@ -63,6 +63,7 @@ from nbtune.protocol import (
     WorkerResult,
     WorkerSuspended,
 )
+from nbtune.retention import CheckpointRetention
 from nbtune.schedulers._base import Exploit, Scheduler, Stop
 from nbtune.search._base import Searcher
 from nbtune.space import SearchSpace
@@ -104,6 +105,7 @@ class TrialRunner:
         fail_fast: bool = False,
         max_failures: int = 0,
         trial_timeout_s: float | None = None,
+        keep_checkpoints: int | None = 2,
     ) -> None:
         self.trainable = trainable
         self.searcher = searcher
@@ -130,6 +132,7 @@ class TrialRunner:
         self.book = TrialBook()
         self.trials = self.book.trials
         self.control = RunControl(self)
+        self.retention = CheckpointRetention(keep_checkpoints, metric, mode, storage.checkpoint_dir)
         self.results: list[Mapping[str, Any]] = []
         self.best_result: Mapping[str, Any] | None = None
 
@@ -150,11 +153,14 @@ class TrialRunner:
         checkpoint are already in the log, so when it reports them again they are replayed
         silently rather than recorded twice. Those the scheduler holds stay PAUSED.
         """
+        rows_of: dict[int, dict[int, Mapping[str, Any]]] = {}
         for row in results:
             self.results.append(row)
             self._track_best(row)
+            rows_of.setdefault(row["trial_id"], {})[row["training_iteration"]] = row
         held = self.scheduler.restore(trials)
         for trial in trials:
+            self.retention.restored(trial.trial_id, rows_of.get(trial.trial_id, {}))
             if trial.status.is_finished:
                 self.book.put(trial)
                 continue
@@ -429,6 +435,8 @@ class TrialRunner:
         self.storage.append_result(row)
         self.results.append(row)
         self.record(trial, journal=event.checkpoint is not None)
+        if event.checkpoint is not None:
+            self._retain(trial, row)
         self._track_best(row)
         self.searcher.on_result(trial.trial_id, row)
         self.bus.publish(TrialResult(trial.trial_id, row))
@@ -450,6 +458,8 @@ class TrialRunner:
         if event.checkpoint is not None:
             trial = self._with_checkpoint(trial, event.checkpoint)
         self.record(trial, journal=event.checkpoint is not None)
+        if event.checkpoint is not None:
+            self._retain(trial, {})
         if event.waits:
             ending = self._stopping is not None
             decision = self._ending_decision() if ending else Decision.CONTINUE
@@ -557,9 +567,10 @@ class TrialRunner:
         trial = self._with_checkpoint(trial, event.checkpoint)
         if stop is Decision.STOP:
             self.end(trial, TrialStatus.TERMINATED)
-            return
-        self.to_paused(trial, "checkpoint")
-        if resume or requeue:
+        else:
+            self.to_paused(trial, "checkpoint")
+        self._retain(self.book[trial_id], trial.last_result)
+        if stop is not Decision.STOP and (resume or requeue):
             self.control.resume_trial(trial_id)
 
     def _on_suspended(self, event: WorkerSuspended) -> None:
@@ -778,6 +789,13 @@ class TrialRunner:
             else absolute
         )
         return trial.evolve(checkpoint=str(relative), checkpoint_iteration=trial.iteration)
+
+    def _retain(self, trial: Trial, row: Mapping[str, Any]) -> None:
+        """Keep the trial's new checkpoint (taken at `row`), and delete those that fall out of
+        `keep_checkpoints` unless a trial's record still points to them."""
+        in_use = [self._absolute(t.checkpoint) for t in self.book if t.checkpoint is not None]
+        path = Path(self._absolute(trial.checkpoint))
+        self.retention.stored(trial.trial_id, path, trial.checkpoint_iteration, row, in_use)
 
     def _finish(self) -> None:
         self.ended_at = time.time()

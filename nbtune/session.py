@@ -8,7 +8,6 @@ one session per process; the thread executor keeps one per thread.
 from __future__ import annotations
 
 import io
-import os
 import reprlib
 import sys
 import threading
@@ -17,8 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-import cloudpickle
-
+from nbtune import checkpoint as stored_checkpoint
 from nbtune.metrics import plain
 from nbtune.protocol import (
     Decision,
@@ -147,8 +145,7 @@ class TrialSession:
         """The checkpoint the trial was started from, or None on a fresh start."""
         if self._checkpoint_path is None:
             return None
-        with open(self._checkpoint_path, "rb") as file:
-            return cloudpickle.load(file)
+        return stored_checkpoint.load(self._checkpoint_path)
 
     def drain_output(self) -> str:
         """Text the trial printed since the last call."""
@@ -160,18 +157,7 @@ class TrialSession:
         return text
 
     def _save_checkpoint(self, checkpoint: Any) -> str:
-        self._checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        path = self._checkpoint_dir / f"checkpoint_{self.iteration:06d}.pkl"
-        try:
-            payload = cloudpickle.dumps(checkpoint)
-        except Exception as exc:
-            raise TypeError(
-                f"nbtune.report(checkpoint=...): the checkpoint cannot be pickled "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0]}); checkpoint plain data: "
-                "dicts, arrays, a model's state_dict"
-            ) from exc
-        write_atomically(path, payload)
-        return str(path)
+        return str(stored_checkpoint.save(checkpoint, self._checkpoint_dir, self.iteration))
 
     def __enter__(self) -> TrialSession:
         _activate(self)
@@ -184,13 +170,6 @@ class TrialSession:
         if self._output is not None:
             sys.stdout, sys.stderr = self._saved_streams
         _activate(None)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a reader sees the whole file or none of it."""
-    temporary = path.with_suffix(".tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 _thread_local = threading.local()

@@ -117,6 +117,11 @@ class _Log:
             os.close(self._fd)
 
 
+def checkpoint_dir(experiment: Path, trial_id: int) -> Path:
+    """Where the checkpoints of trial `trial_id` of the experiment at `experiment` are kept."""
+    return experiment / "trials" / str(trial_id) / "checkpoints"
+
+
 def _trial_to_record(trial: Trial) -> dict[str, Any]:
     """The trial as a journal line; its last result is in the result log already."""
     record = {f.name: getattr(trial, f.name) for f in fields(trial) if f.name != "last_result"}
@@ -226,7 +231,7 @@ class ExperimentStorage:
         return self.path / "trials" / str(trial_id)
 
     def checkpoint_dir(self, trial_id: int) -> Path:
-        return self.trial_dir(trial_id) / "checkpoints"
+        return checkpoint_dir(self.path, trial_id)
 
     def append_text(self, trial_id: int, filename: str, text: str) -> None:
         """Append to a trial's text file (`error.txt`, `output.log`)."""

@@ -102,6 +102,10 @@ class Tuner(ResultsView):
         trial_timeout_s: a trial that reports nothing for this many seconds (since it started
             or since its last report) is killed where the executor can, or else abandoned in
             its worker, and counts as a failure (retried as `max_failures` allows).
+        keep_checkpoints: how many checkpoints each trial keeps on disk: its latest and its
+            best by the metric (the default, 2), its latest and its N best (N > 2), only its
+            latest (1), or all of them (None). One still needed (to resume a paused trial, to
+            start a fork) is never deleted.
         progress: print a progress line on stderr (default: yes, except in a notebook).
         overwrite: replace an existing experiment of the same name instead of refusing.
         resume: carry on the experiment of the same name, if there is one (see `restore`).
@@ -128,6 +132,7 @@ class Tuner(ResultsView):
         fail_fast: bool = False,
         max_failures: int = 0,
         trial_timeout_s: float | None = None,
+        keep_checkpoints: int | None = 2,
         progress: bool | None = None,
         overwrite: bool = False,
         resume: bool = False,
@@ -141,6 +146,7 @@ class Tuner(ResultsView):
         self.max_concurrent = _positive_int("max_concurrent", max_concurrent or os.cpu_count())
         self.time_budget_s = _positive_seconds("time_budget_s", time_budget_s)
         self.trial_timeout_s = _positive_seconds("trial_timeout_s", trial_timeout_s)
+        self.keep_checkpoints = _checkpoints_to_keep(keep_checkpoints)
         self.trainable = trainable
         self.metric = metric
         self.mode = mode
@@ -205,6 +211,7 @@ class Tuner(ResultsView):
             fail_fast=self.fail_fast,
             max_failures=self.max_failures,
             trial_timeout_s=self.trial_timeout_s,
+            keep_checkpoints=self.keep_checkpoints,
         )
         if self._previous is not None:
             results = self._previous.results()
@@ -295,6 +302,8 @@ class Tuner(ResultsView):
         spec = reader.spec()
         for key in ("metric", "mode", "num_samples", "max_concurrent", "seed"):
             options.setdefault(key, spec[key])
+        if "keep_checkpoints" in spec:
+            options.setdefault("keep_checkpoints", spec["keep_checkpoints"])
         return cls(
             trainable, name=spec["name"], storage_path=reader.path.parent, resume=True, **options
         )
@@ -540,6 +549,7 @@ class Tuner(ResultsView):
                 "num_samples": self.num_samples,
                 "max_concurrent": self.max_concurrent,
                 "seed": self.seed,
+                "keep_checkpoints": self.keep_checkpoints,
                 "parameter_names": list(self.space.parameter_names),
                 "trainable": _trainable_name(self.trainable),
                 "created_at": time.time(),
@@ -591,6 +601,16 @@ def _merged(config: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, 
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}={value!r}: pass a whole number >= 1")
+    return value
+
+
+def _checkpoints_to_keep(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"keep_checkpoints={value!r}: pass a whole number >= 1, or None to keep them all"
+        )
     return value
 
 

@@ -4,7 +4,8 @@ A Hypothesis state machine plays the workers by the protocol (a worker reports, 
 decision it is told, suspends, returns, fails or dies) and the user (pause, resume, stop, fork,
 add, concurrency, pause all, end the run), in any order, against a real `TrialRunner` with a
 real experiment directory. After every step the book's invariants hold, the runner's workers
-are exactly the ones the test plays, and no result is lost or recorded twice.
+are exactly the ones the test plays, no result is lost or recorded twice, and checkpoint
+retention never deletes a checkpoint that a trial still points to.
 """
 
 from __future__ import annotations
@@ -41,7 +42,14 @@ from nbtune.storage import ExperimentStorage
 from nbtune.trial import Trial, TrialStatus
 
 REFUSED = (nt.IllegalTransitionError, nt.TrialNotFoundError)
-trial_ids = st.integers(min_value=0, max_value=9)
+trial_ids = st.integers(min_value=0, max_value=6)
+LOSSES = {
+    "falling": lambda iteration: 1 / iteration,
+    "flat": lambda iteration: 1.0,
+    "nan": lambda iteration: float("nan"),
+}
+"""How a played trial's loss goes: a falling loss makes each new checkpoint the best, so that
+retention would delete the older ones that a fork or a restart may still need."""
 
 
 @dataclass
@@ -145,11 +153,15 @@ class BookUnderFire(RuleBasedStateMachine):
         self.runner.step()
 
     def _checkpoint(self, worker: Worker) -> str:
+        """Store a checkpoint of the worker's trial, as a worker does before it reports it."""
         folder = Path(worker.launch.checkpoint_dir)
-        return str(folder / f"checkpoint_{worker.iteration:06d}.pkl")
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"checkpoint_{worker.iteration:06d}.pkl"
+        path.write_bytes(b"model")
+        return str(path)
 
-    @rule(data=st.data(), checkpoint=st.booleans(), loss=st.floats(allow_nan=True))
-    def report(self, data, checkpoint, loss):
+    @rule(data=st.data(), checkpoint=st.booleans(), value=st.sampled_from(sorted(LOSSES)))
+    def report(self, data, checkpoint, value):
         worker = self._worker(data, lambda w: not w.waits_for_reply and w.told is None)
         if worker is None:
             return
@@ -158,6 +170,7 @@ class BookUnderFire(RuleBasedStateMachine):
         worker.free_steps = 0 if waits else worker.free_steps - 1
         worker.waits_for_reply = waits
         path = self._checkpoint(worker) if checkpoint else None
+        loss = LOSSES[value](worker.iteration)
         result = WorkerResult(worker.launch.trial_id, {"loss": loss}, path, "", time.time(), waits)
         self._say(result, leaves=False)
 
@@ -246,6 +259,13 @@ class BookUnderFire(RuleBasedStateMachine):
     @invariant()
     def the_runner_knows_exactly_the_workers_that_hold_trials(self):
         assert self.runner.book.on_worker() == sorted(self.executor.workers)
+
+    @invariant()
+    def every_checkpoint_a_trial_points_to_is_on_disk(self):
+        for trial in self.runner.book:
+            if trial.checkpoint is not None:
+                path = self.runner.storage.path / trial.checkpoint
+                assert path.exists(), f"trial {trial.trial_id} lost {trial.checkpoint}"
 
     @invariant()
     def no_result_is_lost_or_recorded_twice(self):

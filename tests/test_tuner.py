@@ -52,6 +52,7 @@ def test_the_readme_example(make_tuner):
         "paused_by",
         "parent",
         "attempts",
+        "checkpoint_mb",
     ]
     assert trials["trial_id"].tolist() == list(range(20)), "grid of 2 x 10 samples"
     assert (trials["status"] == "TERMINATED").all()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -310,3 +312,25 @@ def repeated(config):
     for step in range(start + 1, config.get("steps", 1) + 1):
         time.sleep(config.get("interval", 0))
         nt.report(loss=loss, checkpoint={"step": step})
+
+
+def model_files(config):
+    """Saves its "model" as files, a directory checkpoint at every step, and resumes from it.
+
+    loss = |step - best_at|; the first attempt (one that starts without a checkpoint) raises at
+    step `fail_at`, if given.
+    """
+    checkpoint = nt.get_checkpoint()
+    step = int((checkpoint.path / "step.txt").read_text()) if checkpoint else 0
+    while step < config["steps"]:
+        step += 1
+        time.sleep(config.get("interval", 0.01))
+        if step == config.get("fail_at") and checkpoint is None:
+            raise RuntimeError(f"flaky at step {step}")
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, "step.txt").write_text(str(step))
+            Path(folder, "weights.bin").write_bytes(bytes(config.get("bytes", 100)))
+            nt.report(
+                loss=abs(step - config.get("best_at", 0)),
+                checkpoint=nt.Checkpoint.from_directory(folder),
+            )

@@ -48,6 +48,7 @@ from typing import Any
 
 import cloudpickle
 
+from nbtune.checkpoint import pack, size_of, unpack
 from nbtune.executors._base import Executor
 from nbtune.executors._lines import TrialLines, connect, greet, hang_up, load_trainable
 from nbtune.protocol import (
@@ -62,7 +63,7 @@ from nbtune.protocol import (
     WorkerPaused,
     WorkerResult,
 )
-from nbtune.session import answer, write_atomically
+from nbtune.session import answer
 from nbtune.trainable import run_trial
 
 try:
@@ -81,8 +82,10 @@ class Shipped:
     """A checkpoint a worker wrote on its own disk, on its way to the driver's.
 
     Attributes:
-        name: its file name (`checkpoint_000007.pkl`), kept on the driver.
-        data: its bytes, or None when it is large: then the driver fetches `path` from
+        name: its name (`checkpoint_000007.pkl`, or a directory `checkpoint_000007`), kept
+            on the driver.
+        data: its bytes (a directory's as a tar archive, see `nbtune.checkpoint.pack`), or
+            None when it is large: then the driver fetches `path` from
             `worker` through Dask.
         worker: the Dask address of the worker that holds it.
         path: where it is on that worker.
@@ -118,8 +121,7 @@ class _ShippingChannel:
 
     def _ship(self, path: str) -> Shipped:
         local = Path(path)
-        size = local.stat().st_size
-        data = local.read_bytes() if size <= INLINE_CHECKPOINT_BYTES else None
+        data = pack(local) if size_of(local) <= INLINE_CHECKPOINT_BYTES else None
         return Shipped(local.name, data, self._worker, path)
 
 
@@ -153,13 +155,8 @@ def _on_local_disk(launch: TrialLaunch, checkpoint: bytes | None, scratch: Path)
     """`launch` with its checkpoint written into `scratch`, and new ones written there too."""
     path = None
     if checkpoint is not None:
-        path = scratch / Path(launch.checkpoint_path).name
-        path.write_bytes(checkpoint)
+        path = unpack(checkpoint, scratch / Path(launch.checkpoint_path).name)
     return replace(launch, checkpoint_path=path and str(path), checkpoint_dir=str(scratch))
-
-
-def _read_bytes(path: str) -> bytes:
-    return Path(path).read_bytes()
 
 
 class DaskExecutor(Executor):
@@ -277,7 +274,7 @@ class DaskExecutor(Executor):
         """The bytes of the checkpoint the trial resumes from, scattered first when large."""
         if launch.checkpoint_path is None:
             return None
-        data = Path(launch.checkpoint_path).read_bytes()
+        data = pack(launch.checkpoint_path)
         if len(data) <= INLINE_CHECKPOINT_BYTES:
             return data
         return self.client.scatter(data, hash=False)
@@ -307,12 +304,10 @@ class DaskExecutor(Executor):
     def _store(self, trial_id: int, shipped: Shipped) -> str:
         data = shipped.data
         if data is None:
-            data = self.client.run(_read_bytes, shipped.path, workers=[shipped.worker])
+            data = self.client.run(pack, shipped.path, workers=[shipped.worker])
             data = data[shipped.worker]
         folder = Path(self._launches[trial_id].checkpoint_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / shipped.name, data)
-        return str(folder / shipped.name)
+        return str(unpack(data, folder / shipped.name))
 
     # ----- tasks that failed ------------------------------------------------------------------
 

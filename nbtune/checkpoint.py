@@ -1,0 +1,177 @@
+"""Checkpoints on disk: a pickled object, or a directory of files a framework wrote.
+
+A trial passes either to `nbtune.report(checkpoint=...)`. A plain object is pickled into
+`checkpoint_000007.pkl`; a `Checkpoint.from_directory(path)` has its files copied into a
+directory `checkpoint_000007/` of the trial's checkpoint folder before the result goes out.
+The number is the iteration the checkpoint was taken at, so that retention, `get_checkpoint`
+and a restored run can tell, from the folder alone, which checkpoint belongs to which result.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+_NAME = re.compile(r"checkpoint_(\d{6,})(\.pkl)?$")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint that is a directory of files (`torch.save`, `booster.save_model`,
+    `keras.Model.save`, a Lightning `.ckpt`...).
+
+    Report one with `nbtune.report(..., checkpoint=nbtune.Checkpoint.from_directory(folder))`;
+    its files are copied, so the trial may reuse `folder`. `nbtune.get_checkpoint()` in a
+    resumed trial, and `tuner.get_checkpoint(...)` afterwards, give back a `Checkpoint` whose
+    `path` is a local directory holding those files.
+
+    Attributes:
+        path: the directory.
+    """
+
+    path: Path
+
+    @classmethod
+    def from_directory(cls, path: str | os.PathLike) -> Checkpoint:
+        """A checkpoint of the files in `path` (a directory that exists).
+
+        Raises:
+            ValueError: `path` is not a directory.
+        """
+        folder = Path(path)
+        if not folder.is_dir():
+            raise ValueError(
+                f"Checkpoint.from_directory({str(path)!r}): no such directory; save the model's "
+                "files into a folder first (e.g. torch.save(state, folder / 'model.pt'))"
+            )
+        return cls(folder.resolve())
+
+    def to_directory(self, path: str | os.PathLike) -> Path:
+        """Copy the checkpoint's files into `path` (made if need be); return it."""
+        target = Path(path)
+        shutil.copytree(self.path, target, dirs_exist_ok=True)
+        return target
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+def save(checkpoint: Any, folder: Path, iteration: int) -> Path:
+    """Store what a trial reported as its checkpoint at `iteration`; return where it is.
+
+    Either way the checkpoint appears whole or not at all: it is written under a temporary
+    name, then renamed.
+
+    Raises:
+        TypeError: a plain object that cannot be pickled.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"checkpoint_{iteration:06d}"
+    if isinstance(checkpoint, Checkpoint):
+        return _save_directory(checkpoint.path, folder / name)
+    try:
+        payload = cloudpickle.dumps(checkpoint)
+    except Exception as exc:
+        raise TypeError(
+            f"nbtune.report(checkpoint=...): the checkpoint cannot be pickled "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0]}); checkpoint plain data "
+            "(dicts, arrays, a model's state_dict) or a nbtune.Checkpoint.from_directory(folder)"
+        ) from exc
+    path = folder / f"{name}.pkl"
+    write_atomically(path, payload)
+    return path
+
+
+def _save_directory(source: Path, target: Path) -> Path:
+    temporary = target.with_name(target.name + ".tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    shutil.copytree(source, temporary)
+    remove(target)
+    os.replace(temporary, target)
+    return target
+
+
+def load(path: str | os.PathLike) -> Any:
+    """A stored checkpoint as the trial reported it: the object, or a `Checkpoint`."""
+    location = Path(path)
+    if location.is_dir():
+        return Checkpoint(location)
+    with open(location, "rb") as file:
+        return cloudpickle.load(file)
+
+
+def iteration_of(path: str | os.PathLike) -> int | None:
+    """The iteration a stored checkpoint was taken at, read from its name; None if the name
+    is not a checkpoint's."""
+    match = _NAME.match(Path(path).name)
+    return None if match is None else int(match.group(1))
+
+
+def stored(folder: Path) -> dict[int, Path]:
+    """The checkpoints stored in a trial's checkpoint `folder`, by iteration."""
+    if not folder.is_dir():
+        return {}
+    found = {}
+    for entry in folder.iterdir():
+        iteration = iteration_of(entry)
+        if iteration is not None:
+            found[iteration] = entry
+    return found
+
+
+def size_of(path: Path) -> int:
+    """Bytes on disk of a checkpoint file or directory (0 if it is gone)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
+
+
+def remove(path: Path) -> None:
+    """Delete a stored checkpoint, file or directory; one already gone is fine."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def pack(path: str | os.PathLike) -> bytes:
+    """A stored checkpoint as bytes, to travel to another machine: a file's own bytes, a
+    directory as an uncompressed tar archive."""
+    location = Path(path)
+    if not location.is_dir():
+        return location.read_bytes()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(location, arcname=".")
+    return buffer.getvalue()
+
+
+def unpack(data: bytes, path: Path) -> Path:
+    """Write what `pack` made at `path` (a directory when `path` names one, by having no
+    `.pkl` suffix), whole or not at all; return `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".pkl":
+        write_atomically(path, data)
+        return path
+    temporary = path.with_name(path.name + ".tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
+        archive.extractall(temporary, filter="data")
+    remove(path)
+    os.replace(temporary, path)
+    return path
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a reader sees the whole file or none of it."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)

@@ -1,0 +1,168 @@
+"""Checkpoints as real frameworks write them: directories of files, kept in check on disk, and
+the best model back at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trainables
+
+import nbtune as nt
+from nbtune import checkpoint
+from nbtune.events import TrialPaused, TrialResult
+
+
+def result_of(trial_id, iteration):
+    return lambda event: (
+        isinstance(event, TrialResult)
+        and event.trial_id == trial_id
+        and event.result["training_iteration"] >= iteration
+    )
+
+
+def paused(trial_id):
+    return lambda event: isinstance(event, TrialPaused) and event.trial_id == trial_id
+
+
+def stored_steps(tuner, trial_id):
+    """The iterations whose checkpoints trial `trial_id` keeps on disk."""
+    return sorted(checkpoint.stored(tuner.path / "trials" / str(trial_id) / "checkpoints"))
+
+
+def iterations(tuner, trial_id):
+    history = tuner.history()
+    return history.loc[history["trial_id"] == trial_id, "training_iteration"].tolist()
+
+
+def step_of(stored):
+    return int((stored.path / "step.txt").read_text())
+
+
+def test_a_directory_checkpoint_survives_pause_and_resume_and_comes_back(
+    executor_class, make_tuner, log
+):
+    tuner = make_tuner(
+        trainables.model_files,
+        {"steps": 8, "best_at": 5},
+        metric="loss",
+        executor=executor_class(),
+        callbacks=[log],
+    )
+    tuner.start()
+    log.wait_for(result_of(0, 3))
+    tuner.pause(0)
+    log.wait_for(paused(0))
+    assert isinstance(tuner.get_checkpoint(0), nt.Checkpoint)
+    tuner.resume(0)
+    assert tuner.wait(60)
+    assert iterations(tuner, 0) == list(range(1, 9)), "no step repeated or missed"
+    latest = tuner.get_checkpoint(0, "latest")
+    assert isinstance(latest, nt.Checkpoint) and step_of(latest) == 8
+    assert step_of(tuner.best_checkpoint) == 5, "the model of the best result"
+    assert stored_steps(tuner, 0) == [5, 8], "the latest and the best, no more"
+    assert tuner.dataframe().loc[0, "checkpoint_mb"] > 0
+
+
+def test_a_failed_trial_retries_from_its_directory_checkpoint(make_tuner):
+    tuner = make_tuner(
+        trainables.model_files, {"steps": 6, "fail_at": 3}, metric="loss", max_failures=1
+    )
+    tuner.run()
+    frame = tuner.dataframe()
+    assert frame.loc[0, "status"] == "TERMINATED"
+    assert frame.loc[0, "attempts"] == 2
+    assert iterations(tuner, 0) == list(range(1, 7))
+
+
+def test_a_fork_starts_from_the_parent_s_directory_checkpoint(make_tuner, log):
+    tuner = make_tuner(
+        trainables.model_files,
+        {"steps": 8, "best_at": 1, "interval": 0.02},
+        metric="loss",
+        callbacks=[log],
+    )
+    tuner.start()
+    log.wait_for(result_of(0, 3))
+    tuner.pause(0)
+    log.wait_for(paused(0))
+    start = tuner.get_trial(0).checkpoint_iteration
+    child = tuner.fork(0, {"steps": 10})
+    tuner.resume(0)
+    assert tuner.wait(60)
+    assert iterations(tuner, child) == list(range(start + 1, 11))
+    assert step_of(tuner.get_checkpoint(child)) == 10
+    assert stored_steps(tuner, 0) == [1, 8], "the parent's pause checkpoint went once unused"
+
+
+def test_a_restored_run_resumes_a_paused_trial_from_its_directory_checkpoint(make_tuner, log):
+    tuner = make_tuner(trainables.model_files, {"steps": 6}, metric="loss", callbacks=[log])
+    tuner.start()
+    log.wait_for(result_of(0, 2))
+    tuner.pause(0)
+    log.wait_for(paused(0))
+    tuner.stop()
+    assert tuner.wait(30)
+    restored = nt.Tuner.restore(tuner.path, trainables.model_files, progress=False)
+    restored.run()
+    assert iterations(restored, 0) == list(range(1, 7))
+    assert step_of(nt.load(tuner.path).get_checkpoint(0)) == 6
+
+
+@pytest.mark.parametrize(
+    ("keep", "kept"),
+    [(1, [10]), (2, [4, 10]), (3, [3, 4, 5, 10]), (None, list(range(1, 11)))],
+)
+def test_keep_checkpoints_keeps_the_latest_and_the_best(make_tuner, keep, kept):
+    tuner = make_tuner(
+        trainables.model_files,
+        {"steps": 10, "best_at": 4, "interval": 0},
+        metric="loss",
+        keep_checkpoints=keep,
+    )
+    tuner.run()
+    assert stored_steps(tuner, 0) == kept
+    best_kept = 4 if 4 in kept else 10
+    assert step_of(tuner.get_checkpoint(0, "best")) == best_kept, "the best of those kept"
+
+
+def test_a_pickled_checkpoint_comes_back_as_the_object(make_tuner):
+    tuner = make_tuner(trainables.quadratic, {"lr": 0.01, "layers": 1}, metric="loss")
+    tuner.run()
+    assert tuner.get_checkpoint(0) == {"epoch": 19}
+    assert tuner.best_checkpoint == {"epoch": 19}, "the loss falls to the end"
+    assert nt.load(tuner.path).best_checkpoint == {"epoch": 19}
+
+
+def test_a_trial_without_checkpoints_has_none(make_tuner):
+    tuner = make_tuner(trainables.count_up, {"steps": 2}, metric="loss")
+    tuner.run()
+    assert tuner.get_checkpoint(0) is None
+    assert tuner.get_checkpoint(0, "best") is None
+    assert tuner.dataframe().loc[0, "checkpoint_mb"] == 0
+
+
+def test_bad_checkpoint_requests_say_what_to_change(make_tuner, tmp_path):
+    with pytest.raises(ValueError, match=r"keep_checkpoints=0: pass a whole number >= 1"):
+        make_tuner(trainables.count_up, {}, keep_checkpoints=0)
+    with pytest.raises(ValueError, match=r"no such directory"):
+        nt.Checkpoint.from_directory(tmp_path / "missing")
+    tuner = make_tuner(trainables.count_up, {"steps": 1}, metric="loss")
+    tuner.run()
+    with pytest.raises(ValueError, match=r"which='worst': use 'latest' or 'best'"):
+        tuner.get_checkpoint(0, "worst")
+    with pytest.raises(nt.TrialNotFoundError, match=r"there is no trial 7"):
+        tuner.get_checkpoint(7)
+
+
+def test_a_packed_directory_unpacks_to_the_same_files(tmp_path):
+    source = tmp_path / "model"
+    (source / "sub").mkdir(parents=True)
+    (source / "weights.bin").write_bytes(b"\x00\x01" * 1000)
+    (source / "sub" / "config.json").write_text("{}")
+    stored = checkpoint.save(nt.Checkpoint.from_directory(source), tmp_path / "c", 7)
+    assert stored.name == "checkpoint_000007" and checkpoint.iteration_of(stored) == 7
+    copy = checkpoint.unpack(checkpoint.pack(stored), tmp_path / "elsewhere" / stored.name)
+    assert (copy / "weights.bin").read_bytes() == b"\x00\x01" * 1000
+    assert (copy / "sub" / "config.json").read_text() == "{}"
+    assert checkpoint.load(copy) == nt.Checkpoint(Path(copy))
