@@ -73,7 +73,7 @@ TABLE: dict[str, dict[str, Entry]] = {
         ),
         "hyperband": Entry(
             "nbtune.schedulers.hyperband:HyperBand",
-            "synchronous halving; trials must checkpoint",
+            "synchronous halving; trials should checkpoint",
             defaults={"max_t": 81},
         ),
         "median": Entry(

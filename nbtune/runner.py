@@ -271,16 +271,59 @@ class TrialRunner:
         return all(trial.status is not TrialStatus.PAUSED for trial in self.book)
 
     def _look_after_workers(self) -> None:
-        """Give up on trials that ignore the run's end; nudge and time out the others."""
+        """Give up on trials that ignore the run's end; nudge and time out the others; free a
+        worker that a scheduler's pause holds when the run needs it."""
         if self._stopping and time.monotonic() - self._stopping_since > _STOP_GRACE_S:
             self._abandon_running()
             return
+        self._release_a_held_worker()
+        self._end_if_stuck()
         self._nudge_free_trials()
         self._time_out_silent_trials()
         now = time.monotonic()
         if now - self._directory_checked_at >= _CHECK_DIRECTORY_EVERY_S:
             self._directory_checked_at = now
             self.storage.check()
+
+    def _release_a_held_worker(self) -> None:
+        """A trial that the scheduler paused without a checkpoint of that step waits in its
+        worker (suspended). When every worker is taken and another trial waits to run, one such
+        trial gives its worker back: it stays PAUSED, to resume from its latest checkpoint (or
+        from scratch) and repeat the steps since, whose results are replayed, not recorded."""
+        if self._stopping is not None or self.control.paused_all:
+            return
+        if self.book.slots_taken() < self.max_concurrent:
+            return
+        if not self.book.queue and self.searcher.is_finished:
+            return
+        held = [
+            trial
+            for trial in self.book
+            if trial.paused_by == "suspend" and not self.book.live[trial.trial_id].user_paused
+        ]
+        if held:
+            trial = held[0]
+            self.reply(trial, Decision.STOP)
+            self._restarted(trial, status=TrialStatus.PAUSED, paused_by=trial.waits_by)
+
+    def _end_if_stuck(self) -> None:
+        """End the run, saying why, when only trials that the scheduler holds paused are left
+        and it resumes none of them (a user's pause waits for the user). They stay PAUSED,
+        for `Tuner.restore` to carry on."""
+        if self._stopping is not None or self.book.queue or not self.searcher.is_finished:
+            return
+        paused = [trial for trial in self.book if trial.status is TrialStatus.PAUSED]
+        if not paused or any(self.book.live[t.trial_id].user_paused for t in paused):
+            return
+        if any(self.book[trial_id].paused_by != "suspend" for trial_id in self.book.on_worker()):
+            return
+        names = ", ".join(str(trial.trial_id) for trial in paused)
+        self.request_stop(
+            "failed",
+            f"the run cannot go on: {type(self.scheduler).__name__} holds trials {names} paused "
+            "and resumes none of them; nothing else is left to run",
+            hold=True,
+        )
 
     def _poll_timeout(self, deadline: float | None) -> float:
         """Wake up for the run's deadline and for the first trial that may time out."""
@@ -362,9 +405,16 @@ class TrialRunner:
 
     def _launch(self, trial: Trial) -> None:
         """Send the trial to a worker, then journal it as running (a crash in between leaves
-        it pending, which is just as true: it has reported nothing yet)."""
-        trial = trial.evolve(status=TrialStatus.RUNNING, started_at=time.time())
+        it pending, which is just as true: it has reported nothing yet).
+
+        The trial starts from its latest checkpoint (or from scratch): results it logged after
+        that checkpoint will be replayed, not recorded twice.
+        """
+        restart = trial.checkpoint_iteration or 0
         live = self.book.live[trial.trial_id]
+        if trial.iteration > restart:
+            live.replay_until = max(trial.iteration, live.replay_until or 0)
+        trial = trial.evolve(status=TrialStatus.RUNNING, iteration=restart, started_at=time.time())
         live.on_worker = True
         live.heard_at = time.monotonic()
         self.executor.start(
@@ -594,18 +644,19 @@ class TrialRunner:
         elif resume:
             self.control.resume_trial(trial_id)
 
-    def _restarted(self, trial: Trial, *, journal: bool = True, **changes: Any) -> Trial:
-        """`trial` back to PENDING, to start again from its latest checkpoint (or from scratch);
-        the results it logged after that checkpoint will be replayed, not recorded twice."""
-        restart = trial.checkpoint_iteration or 0
-        restarted = trial.evolve(
-            status=TrialStatus.PENDING, iteration=restart, paused_by=None, **changes
-        )
+    def _restarted(
+        self,
+        trial: Trial,
+        *,
+        journal: bool = True,
+        status: TrialStatus = TrialStatus.PENDING,
+        paused_by: str | None = None,
+        **changes: Any,
+    ) -> Trial:
+        """`trial` back to PENDING (or `status`), to start again at its next launch from its
+        latest checkpoint, or from scratch (see `_launch`)."""
+        restarted = trial.evolve(status=status, paused_by=paused_by, **changes)
         self.record(restarted, journal=journal)
-        live = self.book.live[trial.trial_id]
-        logged = max(trial.iteration, live.replay_until or 0)
-        if logged > restart:
-            live.replay_until = logged
         return restarted
 
     def to_paused(self, trial: Trial, paused_by: str) -> None:

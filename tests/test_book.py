@@ -36,6 +36,7 @@ from nbtune.protocol import (
     WorkerSuspended,
 )
 from nbtune.runner import TrialRunner
+from nbtune.schedulers import Resume
 from nbtune.space import SearchSpace
 from nbtune.stopping import StopCriteria
 from nbtune.storage import ExperimentStorage
@@ -63,6 +64,27 @@ class Worker:
     nudged: bool = False
     told: Decision | None = None
     can_checkpoint: bool = True
+
+
+class PausesAtThird(nt.FIFOScheduler):
+    """Pauses each trial at its third result, and resumes those it paused once no trial
+    waits: its pauses suspend trials that have no checkpoint of that step, which must give
+    back their workers when the run needs them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused: set[int] = set()
+
+    def on_result(self, trial, result):
+        if result["training_iteration"] != 3:
+            return Decision.CONTINUE
+        self.paused.add(trial.trial_id)
+        return Decision.PAUSE
+
+    def on_queue_empty(self) -> None:
+        for trial_id in sorted(self.paused):
+            self.request(Resume(trial_id))
+        self.paused.clear()
 
 
 class PlayedWorkers(Executor):
@@ -115,7 +137,7 @@ class BookUnderFire(RuleBasedStateMachine):
         space = SearchSpace({"x": nt.uniform(0, 1)})
         searcher = nt.RandomSearch()
         searcher.setup(space, "loss", "min", 4, 0)
-        scheduler = nt.FIFOScheduler()
+        scheduler = PausesAtThird()
         scheduler.setup("loss", "min")
         self.executor = PlayedWorkers()
         self.runner = TrialRunner(

@@ -82,7 +82,7 @@ def test_describe_shows_what_each_name_makes_in_python():
         "| `--scheduler` | `fifo` | `FIFOScheduler()` | every trial runs to its end (default) |",
         "| `--scheduler` | `asha` | `ASHA(max_t=100)` | early stopping at rungs, asynchronous |",
         "| `--scheduler` | `hyperband` | `HyperBand(max_t=81)` | synchronous halving; trials "
-        "must checkpoint |",
+        "should checkpoint |",
         "| `--scheduler` | `median` | `MedianStopping(grace_period=3)` | stops trials below the "
         "median at a step |",
         "| `--scheduler` | `pbt` | `PBT(perturbation_interval, hyperparam_mutations)` | "

@@ -257,8 +257,9 @@ def unpicklable_checkpoint(config):
 
 
 def learning_curve(config):
-    """Loss `q * (1 + 1/t)` at step t up to `max_t`, checkpointed each step: the lower q, the
-    better the trial at every step, so a scheduler's choices can be computed by hand.
+    """Loss `q * (1 + 1/t)` at step t up to `max_t`, checkpointed each step (or every
+    `checkpoint_every` steps): the lower q, the better the trial at every step, so a
+    scheduler's choices can be computed by hand.
 
     A trial whose q is not `config["free"]` waits before its first step until the file
     `config["gate"]` exists, when the config names one.
@@ -270,7 +271,8 @@ def learning_curve(config):
         time.sleep(0.005)
     for t in range(start + 1, config.get("max_t", 9) + 1):
         time.sleep(config.get("interval", 0))
-        nt.report(loss=config["q"] * (1 + 1 / t), t=t, checkpoint={"t": t})
+        due = t % config.get("checkpoint_every", 1) == 0
+        nt.report(loss=config["q"] * (1 + 1 / t), t=t, checkpoint={"t": t} if due else None)
 
 
 def accumulate(config):

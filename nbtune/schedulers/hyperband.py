@@ -23,9 +23,14 @@ from nbtune.trial import Trial
 class HyperBand(Scheduler):
     """Brackets of successive halving; a trial pauses at each rung until its bracket is judged.
 
-    Trials must checkpoint (pass `checkpoint=...` to `nbtune.report`), since they leave their
-    worker at every rung. A trial the user pauses holds its bracket back until it is resumed or
-    stopped; one the user resumes while it waits at a rung runs on and is judged with the rest.
+    Trials should checkpoint (pass `checkpoint=...` to `nbtune.report`), since they leave their
+    worker at every rung. One with no checkpoint of the rung's step waits in its worker while
+    there are workers to spare, and gives its worker back when the run needs it: it then
+    resumes from its latest checkpoint (or from scratch), repeating the steps since, whose
+    results are not recorded twice.
+
+    A trial the user pauses holds its bracket back until it is resumed or stopped; one the
+    user resumes while it waits at a rung runs on and is judged with the rest.
 
     Args:
         max_t: the most `time_attr` any trial gets (R in the paper); it stops there.
@@ -81,11 +86,6 @@ class HyperBand(Scheduler):
         bracket.reached[trial_id] = -math.inf if score is None else score
         if bracket.ready:
             return self._judge(bracket, deciding=trial_id)
-        if not trial.has_checkpoint:
-            raise ValueError(
-                "HyperBand pauses trials at every rung, so they must checkpoint: pass "
-                "checkpoint=... to nbtune.report (or implement Trainable.save_checkpoint)"
-            )
         return Decision.PAUSE
 
     def next_decision_at(self, trial: Trial) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 import trainables
 
 import nbtune as nt
-from nbtune.events import TrialPaused, TrialResult
+from nbtune.events import ExperimentDone, TrialPaused, TrialResult
 from nbtune.schedulers import Decision, Resume, Stop
 
 # Li et al. (2018), Table 1 for R = 81, eta = 3, and the same formulas worked by hand for
@@ -108,6 +108,21 @@ def test_trials_pause_at_each_rung_and_only_the_best_resume(make_tuner, log):
         )
 
 
+def test_trials_that_checkpoint_every_third_step_never_hold_the_run_at_a_rung(make_tuner):
+    tuner = make_tuner(
+        trainables.learning_curve,
+        {"q": nt.grid(NINE), "max_t": 20, "checkpoint_every": 3},
+        metric="loss",
+        scheduler=nt.HyperBand(max_t=9),
+    )
+    tuner.start()
+    assert tuner.wait(120), "the run went on: no rung held both workers"
+    assert_ran_like_the_paper(tuner)
+    history = tuner.history()
+    for trial_id, steps in history.groupby("trial_id")["t"]:
+        assert steps.tolist() == list(range(1, len(steps) + 1)), f"trial {trial_id} repeated"
+
+
 def test_a_trial_the_user_paused_is_not_resumed_but_is_judged_once_resumed(
     make_tuner, log, tmp_path
 ):
@@ -182,3 +197,27 @@ def test_a_killed_run_carries_on_with_the_schedulers_saved_brackets(runs):
     tuner = nt.Tuner.restore(runs / "hb", trainables.learning_curve, progress=False)
     tuner.run()
     assert_ran_like_the_paper(tuner)
+
+
+class PausesForever(nt.Scheduler):
+    """Pauses every trial at its second result and never resumes one."""
+
+    def on_result(self, trial, result):
+        return Decision.PAUSE if result["training_iteration"] == 2 else Decision.CONTINUE
+
+
+def test_a_run_whose_scheduler_holds_every_trial_ends_saying_why(make_tuner, log):
+    tuner = make_tuner(
+        trainables.count_up, {"steps": 5}, num_samples=3, scheduler=PausesForever(), callbacks=[log]
+    )
+    tuner.start()
+    assert tuner.wait(60), "the run ended instead of waiting forever"
+    done = log.of(ExperimentDone)[0]
+    assert done.state == "failed"
+    assert done.error == (
+        "the run cannot go on: PausesForever holds trials 0, 1, 2 paused and resumes none of "
+        "them; nothing else is left to run"
+    )
+    frame = tuner.dataframe()
+    assert (frame["status"] == "PAUSED").all(), "held for Tuner.restore"
+    assert (frame["training_iteration"] == 2).all()
