@@ -353,10 +353,7 @@ class TrialRunner:
             self._launch(trial)
 
     def _next_trial(self) -> Trial | None:
-        if not self.book.queue and not self.searcher.is_finished:
-            config = self.searcher.suggest(len(self.book))
-            if config is not None:
-                self.add_trial(config, origin="searcher")
+        self._ask_searcher()
         if not self.book.queue:
             self.scheduler.on_queue_empty()
             self._apply_scheduler_requests()
@@ -365,6 +362,18 @@ class TrialRunner:
         if chosen is not None:
             self.book.queue.remove(chosen.trial_id)
         return chosen
+
+    def _ask_searcher(self) -> None:
+        """Queue the searcher's next trial when none waits; for a scheduler that shares time
+        among its trials, every trial the searcher plans (where it can say how many)."""
+        queue_all = self.scheduler.shares_time and self.searcher.planned_trials is not None
+        while not self.searcher.is_finished and (queue_all or not self.book.queue):
+            config = self.searcher.suggest(len(self.book))
+            if config is None:
+                return
+            self.add_trial(config, origin="searcher")
+            if not queue_all:
+                return
 
     def add_trial(
         self, config: Mapping[str, Any], *, parent: Trial | None = None, origin: str = "user"

@@ -74,6 +74,10 @@ class Scheduler:
     """Whether the scheduler compares trials, so that the Tuner must be given a metric."""
     time_attr = "training_iteration"
     """The result key that measures a trial's progress (see `progress`)."""
+    shares_time = False
+    """Whether the scheduler shares the workers among more trials than run at once (PBT):
+    the runner then queues every trial the searcher plans at once, rather than one whenever a
+    worker is free, so that the scheduler sees them all waiting."""
 
     def setup(self, metric: str | None, mode: str, seed: int = 0) -> None:
         """Learn what to optimise, and the run's seed; called once by the Tuner.

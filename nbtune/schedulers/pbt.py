@@ -5,6 +5,12 @@ Jaderberg et al., "Population Based Training of Neural Networks" (2017). Every
 trial forks from a trial of the top quantile (its latest checkpoint, with a mutated copy of
 its config), exactly as `Tuner.fork` makes one. The fork takes the stopped trial's place, so the
 population keeps its size, and its `parent` column in `dataframe()` traces the lineage.
+
+A population larger than `max_concurrent` shares the workers, as Ray Tune's PBT does: every
+member is queued from the start, a trial that reaches a perturbation point ahead of a waiting
+member pauses (by checkpoint) and goes back to the queue, and the member that is furthest
+behind runs next. So the whole population is compared, not only the trials that happen to run
+at the same time.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nbtune.protocol import Decision
-from nbtune.schedulers._base import Exploit, Scheduler, check_positive
+from nbtune.schedulers._base import Exploit, Resume, Scheduler, check_positive
 from nbtune.space import Choice, Domain, LogUniform, RandInt, Uniform
 from nbtune.trial import Trial
 
@@ -44,6 +50,7 @@ class PBT(Scheduler):
     """
 
     needs_metric = True
+    shares_time = True
 
     def __init__(
         self,
@@ -93,16 +100,40 @@ class PBT(Scheduler):
         score = self.score(result)
         member.score = -math.inf if score is None else score
         member.can_donate = trial.has_checkpoint
+        member.progress, member.waiting = progress, False
         if progress - member.last_perturbed < self.perturbation_interval:
             return Decision.CONTINUE
         member.last_perturbed = progress
         bottom, top = self.quantiles()
         donors = [trial_id for trial_id in top if self._members[trial_id].can_donate]
-        if trial.trial_id not in bottom or not donors:
+        if trial.trial_id in bottom and donors:
+            donor = donors[int(self._rng.integers(len(donors)))]
+            self.request(Exploit(donor, self.explore(self._members[donor].config), trial.trial_id))
+            return Decision.STOP
+        if not self._someone_behind(trial.trial_id, progress):
             return Decision.CONTINUE
-        donor = donors[int(self._rng.integers(len(donors)))]
-        self.request(Exploit(donor, self.explore(self._members[donor].config), trial.trial_id))
-        return Decision.STOP
+        member.waiting = True
+        self.request(Resume(trial.trial_id))
+        return Decision.PAUSE
+
+    def _someone_behind(self, trial_id: int, progress: float) -> bool:
+        """Whether a waiting member has come less far: then `trial_id` gives way to it."""
+        return any(
+            member.waiting and member.progress < progress
+            for other, member in self._members.items()
+            if other != trial_id
+        )
+
+    def choose_trial_to_run(self, waiting: Sequence[Trial]) -> Trial | None:
+        """The waiting trial that has come least far (the first in the queue among equals)."""
+        if not waiting:
+            return None
+
+        def progress(trial: Trial) -> float:
+            member = self._members.get(trial.trial_id)
+            return trial.iteration if member is None else member.progress
+
+        return min(waiting, key=progress)
 
     def next_decision_at(self, trial: Trial) -> float:
         """Its next perturbation."""
@@ -167,6 +198,8 @@ class _Member:
     def __init__(self, config: Mapping[str, Any], last_perturbed: float) -> None:
         self.config = config
         self.last_perturbed = last_perturbed
+        self.progress = last_perturbed
+        self.waiting = True
         self.score: float | None = None
         self.can_donate = False
 

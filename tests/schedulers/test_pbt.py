@@ -6,7 +6,7 @@ import pytest
 import trainables
 
 import nbtune as nt
-from nbtune.events import TrialAdded, TrialCompleted, TrialErrored
+from nbtune.events import TrialAdded, TrialCompleted, TrialErrored, TrialPaused
 
 MAX_T = 10
 
@@ -109,3 +109,31 @@ def test_resampling_draws_from_the_domain_list_or_function():
 def test_bad_arguments_get_one_line_errors(arguments, message):
     with pytest.raises(ValueError, match=message):
         nt.PBT(**arguments)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_population_larger_than_the_workers_shares_them_and_forks(make_tuner, seed, log):
+    pbt = nt.PBT(perturbation_interval=2, hyperparam_mutations={"lr": nt.uniform(0.1, 2000)})
+    tuner = make_tuner(
+        trainables.accumulate,
+        {"lr": nt.loguniform(0.1, 1000), "max_t": 8},
+        metric="loss",
+        num_samples=8,
+        scheduler=pbt,
+        max_concurrent=2,
+        seed=seed,
+        callbacks=[log],
+    )
+    tuner.run()
+    trials = tuner.trials
+    forks = [trial for trial in trials if trial.origin == "scheduler"]
+    assert forks, "the whole population is compared, so its bottom gives way to forks"
+    assert all(trial.status is nt.TrialStatus.TERMINATED for trial in trials)
+    history = tuner.history()
+    first_eight = history[history["trial_id"] < 8]
+    assert first_eight["trial_id"].nunique() == 8, "every member of the population ran"
+    assert first_eight.groupby("trial_id")["t"].min().eq(1).all()
+    for trial_id, steps in history.groupby("trial_id")["t"]:
+        assert steps.is_monotonic_increasing and steps.is_unique, f"trial {trial_id} repeated"
+    paused = len(log.of(TrialPaused))
+    assert paused > 0, "members that got ahead gave way to those behind"
