@@ -69,6 +69,9 @@ class DashboardSource(Protocol):
     def snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
         """The trials and the result rows, consistent with each other, at one moment."""
 
+    def checkpoint_mb(self, trials: Sequence[Trial] | None = None) -> dict[int, float]:
+        """Megabytes of checkpoints on disk, by trial id (of `trials`, or of every trial)."""
+
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
         """Call `callback` with every event from now on; return the function to unsubscribe."""
 

@@ -25,8 +25,12 @@ KINDS = {
     "max_concurrent": int,
     "planned_trials": (int, type(None)),
     "snapshot": tuple,
+    "checkpoint_mb": dict,
 }
-"""What each data member of the protocol holds, or its method returns (`snapshot`)."""
+"""What each data member of the protocol holds, or its method returns (`snapshot`,
+`checkpoint_mb`)."""
+
+METHODS = {"snapshot", "checkpoint_mb"}
 
 COMMANDS = {"subscribe", "pause", "resume", "stop", "pause_all", "resume_all", "set_max_concurrent"}
 
@@ -55,7 +59,7 @@ def test_the_tuner_and_a_loaded_experiment_are_dashboard_sources(finished, view)
     assert isinstance(source, DashboardSource)
     for name, kind in KINDS.items():
         member = getattr(source, name)
-        value = member() if name == "snapshot" else member
+        value = member() if name in METHODS else member
         assert isinstance(value, kind), f"{view}.{name} is {value!r}"
     for name in COMMANDS:
         assert callable(getattr(source, name)), f"{view}.{name}"

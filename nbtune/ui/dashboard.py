@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextvars
 import html
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -51,6 +52,10 @@ _CHARTS = ("learning curves", "best so far", "parallel coordinates", "parameters
 _TABS = (*_CHARTS, "dataframe", "errors")
 
 
+_DISK_READ_EVERY_S = 2.0
+"""How often the dashboard adds up the checkpoints on disk (it walks the run's folders)."""
+
+
 class Dashboard:
     """A live view of a Tuner, or a read-only view of a finished or loaded experiment.
 
@@ -68,6 +73,8 @@ class Dashboard:
         self.refresh_s = refresh_s
         self.redraws = 0
         self._started = time.time()
+        self._disk = ""
+        self._disk_read_at = -math.inf
         self._dirty = threading.Event()
         self._closing = threading.Event()
         self._lock = threading.Lock()
@@ -188,8 +195,17 @@ class Dashboard:
         finished = sum(trial.status.is_finished for trial in trials)
         self.progress.max = max(1, self._planned(trials))
         self.progress.value = min(finished, self.progress.max)
-        self.counts.value = counts_html(trials)
+        self.counts.value = counts_html(trials) + self._checkpoints_on_disk(trials)
         self.best.value = best_html(trials, metric, mode)
+
+    def _checkpoints_on_disk(self, trials: Sequence[Trial]) -> str:
+        """The run's checkpoints in megabytes, read from disk at most every few seconds."""
+        now = time.monotonic()
+        if now - self._disk_read_at >= _DISK_READ_EVERY_S:
+            self._disk_read_at = now
+            total = sum(self.source.checkpoint_mb(trials).values())
+            self._disk = f" · checkpoints {total:.1f} MB" if total else ""
+        return self._disk
 
     def _planned(self, trials: Sequence[Trial]) -> int:
         """The progress bar's end: the trials the searcher plans, plus those it did not suggest

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import trainables
 
 import nbtune as nt
 from nbtune.events import TrialResult
@@ -93,3 +94,15 @@ def test_a_loaded_experiment_counts_the_trials_it_has(gated_run):
     finished = sum(trial.status.is_finished for trial in trials)
     assert loaded.planned_trials is None and len(trials) < 3, "it was stopped early"
     assert bar(loaded.dashboard()) == (finished, len(trials))
+
+
+def test_the_header_shows_the_run_s_checkpoints_on_disk(make_tuner):
+    tuner = make_tuner(trainables.quadratic, {"lr": 0.01, "layers": 1}, metric="loss")
+    tuner.run()
+    dashboard = tuner.dashboard()
+    try:
+        total = sum(tuner.dataframe()["checkpoint_mb"])
+        assert total > 0
+        assert f"checkpoints {total:.1f} MB" in dashboard.counts.value
+    finally:
+        dashboard.close()
