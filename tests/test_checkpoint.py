@@ -64,9 +64,13 @@ def test_a_directory_checkpoint_survives_pause_and_resume_and_comes_back(
     assert tuner.dataframe().loc[0, "checkpoint_mb"] > 0
 
 
-def test_a_failed_trial_retries_from_its_directory_checkpoint(make_tuner):
+def test_a_failed_trial_retries_from_its_directory_checkpoint(executor_class, make_tuner):
     tuner = make_tuner(
-        trainables.model_files, {"steps": 6, "fail_at": 3}, metric="loss", max_failures=1
+        trainables.model_files,
+        {"steps": 6, "fail_at": 3},
+        metric="loss",
+        max_failures=1,
+        executor=executor_class(),
     )
     tuner.run()
     frame = tuner.dataframe()
@@ -75,11 +79,12 @@ def test_a_failed_trial_retries_from_its_directory_checkpoint(make_tuner):
     assert iterations(tuner, 0) == list(range(1, 7))
 
 
-def test_a_fork_starts_from_the_parent_s_directory_checkpoint(make_tuner, log):
+def test_a_fork_starts_from_the_parent_s_directory_checkpoint(executor_class, make_tuner, log):
     tuner = make_tuner(
         trainables.model_files,
         {"steps": 8, "best_at": 1, "interval": 0.02},
         metric="loss",
+        executor=executor_class(),
         callbacks=[log],
     )
     tuner.start()
@@ -95,15 +100,25 @@ def test_a_fork_starts_from_the_parent_s_directory_checkpoint(make_tuner, log):
     assert stored_steps(tuner, 0) == [1, 8], "the parent's pause checkpoint went once unused"
 
 
-def test_a_restored_run_resumes_a_paused_trial_from_its_directory_checkpoint(make_tuner, log):
-    tuner = make_tuner(trainables.model_files, {"steps": 6}, metric="loss", callbacks=[log])
+def test_a_restored_run_resumes_a_paused_trial_from_its_directory_checkpoint(
+    executor_class, make_tuner, log
+):
+    tuner = make_tuner(
+        trainables.model_files,
+        {"steps": 6},
+        metric="loss",
+        executor=executor_class(),
+        callbacks=[log],
+    )
     tuner.start()
     log.wait_for(result_of(0, 2))
     tuner.pause(0)
     log.wait_for(paused(0))
     tuner.stop()
     assert tuner.wait(30)
-    restored = nt.Tuner.restore(tuner.path, trainables.model_files, progress=False)
+    restored = nt.Tuner.restore(
+        tuner.path, trainables.model_files, progress=False, executor=executor_class()
+    )
     restored.run()
     assert iterations(restored, 0) == list(range(1, 7))
     assert step_of(nt.load(tuner.path).get_checkpoint(0)) == 6
