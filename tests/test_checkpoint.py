@@ -11,6 +11,7 @@ import trainables
 import nbtune as nt
 from nbtune import checkpoint
 from nbtune.events import TrialPaused, TrialResult
+from nbtune.executors.dask import INLINE_CHECKPOINT_BYTES
 
 
 def result_of(trial_id, iteration):
@@ -181,3 +182,25 @@ def test_a_packed_directory_unpacks_to_the_same_files(tmp_path):
     assert (copy / "weights.bin").read_bytes() == b"\x00\x01" * 1000
     assert (copy / "sub" / "config.json").read_text() == "{}"
     assert checkpoint.load(copy) == nt.Checkpoint(Path(copy))
+
+
+def test_a_large_directory_checkpoint_travels_through_dask(make_tuner, log, dask_client):
+    size = 2_000_000
+    assert size > INLINE_CHECKPOINT_BYTES, "fetched from the worker, not carried inline"
+    tuner = make_tuner(
+        trainables.model_files,
+        {"steps": 4, "bytes": size},
+        metric="loss",
+        executor=nt.DaskExecutor(dask_client),
+        callbacks=[log],
+    )
+    tuner.start()
+    log.wait_for(result_of(0, 2))
+    tuner.pause(0)
+    log.wait_for(paused(0))
+    tuner.resume(0)
+    assert tuner.wait(60)
+    assert iterations(tuner, 0) == [1, 2, 3, 4]
+    latest = tuner.get_checkpoint(0)
+    assert step_of(latest) == 4
+    assert (latest.path / "weights.bin").stat().st_size == size
