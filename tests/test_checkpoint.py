@@ -45,7 +45,7 @@ def test_a_directory_checkpoint_survives_pause_and_resume_and_comes_back(
 ):
     tuner = make_tuner(
         trainables.model_files,
-        {"steps": 8, "best_at": 5},
+        {"steps": 20, "best_at": 5},
         metric="loss",
         executor=executor_class(),
         callbacks=[log],
@@ -57,11 +57,11 @@ def test_a_directory_checkpoint_survives_pause_and_resume_and_comes_back(
     assert isinstance(tuner.get_checkpoint(0), nt.Checkpoint)
     tuner.resume(0)
     assert tuner.wait(60)
-    assert iterations(tuner, 0) == list(range(1, 9)), "no step repeated or missed"
+    assert iterations(tuner, 0) == list(range(1, 21)), "no step repeated or missed"
     latest = tuner.get_checkpoint(0, "latest")
-    assert isinstance(latest, nt.Checkpoint) and step_of(latest) == 8
+    assert isinstance(latest, nt.Checkpoint) and step_of(latest) == 20
     assert step_of(tuner.best_checkpoint) == 5, "the model of the best result"
-    assert stored_steps(tuner, 0) == [5, 8], "the latest and the best, no more"
+    assert stored_steps(tuner, 0) == [5, 20], "the latest and the best, no more"
     assert tuner.dataframe().loc[0, "checkpoint_mb"] > 0
 
 
@@ -83,7 +83,7 @@ def test_a_failed_trial_retries_from_its_directory_checkpoint(executor_class, ma
 def test_a_fork_starts_from_the_parent_s_directory_checkpoint(executor_class, make_tuner, log):
     tuner = make_tuner(
         trainables.model_files,
-        {"steps": 8, "best_at": 1, "interval": 0.02},
+        {"steps": 20, "best_at": 1, "interval": 0.02},
         metric="loss",
         executor=executor_class(),
         callbacks=[log],
@@ -93,12 +93,12 @@ def test_a_fork_starts_from_the_parent_s_directory_checkpoint(executor_class, ma
     tuner.pause(0)
     log.wait_for(paused(0))
     start = tuner.get_trial(0).checkpoint_iteration
-    child = tuner.fork(0, {"steps": 10})
+    child = tuner.fork(0, {"steps": 22})
     tuner.resume(0)
     assert tuner.wait(60)
-    assert iterations(tuner, child) == list(range(start + 1, 11))
-    assert step_of(tuner.get_checkpoint(child)) == 10
-    assert stored_steps(tuner, 0) == [1, 8], "the parent's pause checkpoint went once unused"
+    assert iterations(tuner, child) == list(range(start + 1, 23))
+    assert step_of(tuner.get_checkpoint(child)) == 22
+    assert stored_steps(tuner, 0) == [1, 20], "the parent's pause checkpoint went once unused"
 
 
 def test_a_restored_run_resumes_a_paused_trial_from_its_directory_checkpoint(
@@ -106,7 +106,7 @@ def test_a_restored_run_resumes_a_paused_trial_from_its_directory_checkpoint(
 ):
     tuner = make_tuner(
         trainables.model_files,
-        {"steps": 6},
+        {"steps": 20},
         metric="loss",
         executor=executor_class(),
         callbacks=[log],
@@ -121,8 +121,8 @@ def test_a_restored_run_resumes_a_paused_trial_from_its_directory_checkpoint(
         tuner.path, trainables.model_files, progress=False, executor=executor_class()
     )
     restored.run()
-    assert iterations(restored, 0) == list(range(1, 7))
-    assert step_of(nt.load(tuner.path).get_checkpoint(0)) == 6
+    assert iterations(restored, 0) == list(range(1, 21))
+    assert step_of(nt.load(tuner.path).get_checkpoint(0)) == 20
 
 
 @pytest.mark.parametrize(
@@ -189,7 +189,7 @@ def test_a_large_directory_checkpoint_travels_through_dask(make_tuner, log, dask
     assert size > INLINE_CHECKPOINT_BYTES, "fetched from the worker, not carried inline"
     tuner = make_tuner(
         trainables.model_files,
-        {"steps": 4, "bytes": size},
+        {"steps": 20, "bytes": size},
         metric="loss",
         executor=nt.DaskExecutor(dask_client),
         callbacks=[log],
@@ -200,7 +200,7 @@ def test_a_large_directory_checkpoint_travels_through_dask(make_tuner, log, dask
     log.wait_for(paused(0))
     tuner.resume(0)
     assert tuner.wait(60)
-    assert iterations(tuner, 0) == [1, 2, 3, 4]
+    assert iterations(tuner, 0) == list(range(1, 21))
     latest = tuner.get_checkpoint(0)
-    assert step_of(latest) == 4
+    assert step_of(latest) == 20
     assert (latest.path / "weights.bin").stat().st_size == size
