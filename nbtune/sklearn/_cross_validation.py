@@ -12,8 +12,9 @@
                   <---- report: scores so far ----    the scheduler may stop it there
 
 Every result carries all the folds' scores and times so far (`split<k>_test_<scorer>`,
-`split<k>_fit_time`, ...) and the tuned running mean `mean_test_<scorer>`: whichever report a
-scheduler stops a candidate at, its last result is all that `cv_results_` needs.
+`split<k>_fit_time`, ...), how many of its fits failed (`fits_failed`, the last error as
+`fit_error`) and the tuned running mean `mean_test_<scorer>`: whichever report a scheduler
+stops a candidate at, its last result is all that `cv_results_` needs.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ class FoldScores:
     train: dict[str, Any]
     fit_time: float
     score_time: float
+    error: str | None = None
+    """What failed, as the last lines of its traceback say it ("ValueError: ...")."""
 
 
 @dataclass(frozen=True)
@@ -131,36 +134,47 @@ class CrossValidation:
         return clone(self.estimator).set_params(**clone(dict(config), safe=False))
 
     def _fit_and_score(self, k: int, fit: Callable[[Any, Any, dict], Any]) -> FoldScores:
-        """Fit with `fit(X_train, y_train, fit_params)` on fold `k` and score the result; a
-        failure scores `error_score` (with a FitFailedWarning) unless that is "raise"."""
+        """Fit with `fit(X_train, y_train, fit_params)` on fold `k` and score the result.
+
+        As in scikit-learn, a fit that fails scores `error_score` with a FitFailedWarning and
+        counts as a failed fit, a scoring that fails scores it with a UserWarning, and
+        error_score="raise" raises either.
+        """
         train, test = self.splits[k]
         X_train, y_train = _safe_split(self.estimator, self.X, self.y, train)
         X_test, y_test = _safe_split(self.estimator, self.X, self.y, test, train)
         started = time.perf_counter()
-        fit_time = score_time = 0.0
         try:
             estimator = fit(X_train, y_train, self._fit_params(train))
-            fit_time = time.perf_counter() - started
-            test_scores = self._score(estimator, X_test, y_test)
-            score_time = time.perf_counter() - started - fit_time
-            train_scores = {}
-            if self.return_train_score:
-                train_scores = self._score(estimator, X_train, y_train)
-        except Exception:
-            if isinstance(self.error_score, str) and self.error_score == "raise":
-                raise
-            warnings.warn(
-                f"fold {k} failed and scores error_score={self.error_score!r}:\n"
-                f"{traceback.format_exc()}",
-                FitFailedWarning,
-                stacklevel=2,
-            )
-            test_scores = dict.fromkeys(self.scorers, self.error_score)
-            train_scores = test_scores if self.return_train_score else {}
+        except Exception as exc:
+            self._raise_or_warn(f"the fit of fold {k} failed", FitFailedWarning)
+            failed = self._failed_scores()
+            train = failed if self.return_train_score else {}
+            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            return FoldScores(failed, train, time.perf_counter() - started, 0.0, error)
+        fit_time = time.perf_counter() - started
+        test_scores = self._score(estimator, X_test, y_test)
+        score_time = time.perf_counter() - started - fit_time
+        train_scores = self._score(estimator, X_train, y_train) if self.return_train_score else {}
         return FoldScores(test_scores, train_scores, fit_time, score_time)
 
     def _score(self, estimator: Any, X: Any, y: Any) -> dict[str, Any]:
-        return {name: scorer(estimator, X, y) for name, scorer in self.scorers.items()}
+        try:
+            return {name: scorer(estimator, X, y) for name, scorer in self.scorers.items()}
+        except Exception:
+            self._raise_or_warn("scoring failed", UserWarning)
+            return self._failed_scores()
+
+    def _failed_scores(self) -> dict[str, Any]:
+        return dict.fromkeys(self.scorers, self.error_score)
+
+    def _raise_or_warn(self, what: str, category: type[Warning]) -> None:
+        """Re-raise the exception being handled if error_score="raise", else warn with its
+        traceback (it lands in the trial's output.log)."""
+        if isinstance(self.error_score, str) and self.error_score == "raise":
+            raise
+        message = f"{what}; it scores error_score={self.error_score!r}:\n{traceback.format_exc()}"
+        warnings.warn(message, category, stacklevel=3)
 
     def _fit_params(self, indices: np.ndarray) -> dict[str, Any]:
         """The fit parameters for the rows `indices`: per-sample ones (sample_weight) indexed,
@@ -205,6 +219,10 @@ def fold_result(folds: Sequence[FoldScores], metric: str) -> dict[str, Any]:
     """What a trial reports: the tuned mean over the folds so far, and every fold's figures."""
     mean = float(np.mean([fold.test[metric] for fold in folds]))
     result: dict[str, Any] = {f"mean_test_{metric}": mean}
+    errors = [fold.error for fold in folds if fold.error is not None]
+    result["fits_failed"] = len(errors)
+    if errors:
+        result["fit_error"] = errors[-1]
     for k, fold in enumerate(folds):
         result.update({f"split{k}_test_{name}": value for name, value in fold.test.items()})
         result.update({f"split{k}_train_{name}": value for name, value in fold.train.items()})

@@ -10,6 +10,7 @@ first fold never makes a best candidate.
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,17 @@ from nbtune.trial import Trial
 def evaluated(trials: Sequence[Trial]) -> list[Trial]:
     """The trials that scored at least one fold, in the order they were created."""
     return sorted((t for t in trials if t.last_result), key=lambda t: t.trial_id)
+
+
+def failed_fits(trials: Sequence[Trial], n_splits: int) -> tuple[Counter[str], int]:
+    """The evaluated `trials`' last failed fits, counted by error, and how many fits there
+    were in all."""
+    rows = [trial.last_result for trial in trials]
+    errors: Counter[str] = Counter()
+    for row in rows:
+        if row.get("fits_failed"):
+            errors[row["fit_error"]] += row["fits_failed"]
+    return errors, sum(f"split{k}_fit_time" in row for row in rows for k in range(n_splits))
 
 
 def cv_results(

@@ -19,11 +19,14 @@ import copy
 import os
 import secrets
 import time
+import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from sklearn.base import clone, is_classifier
+from sklearn.exceptions import FitFailedWarning
 from sklearn.metrics import check_scoring, get_scorer
 from sklearn.model_selection import check_cv
 from sklearn.model_selection._search import BaseSearchCV
@@ -34,7 +37,7 @@ from nbtune.schedulers._base import Scheduler
 from nbtune.search._base import Searcher
 from nbtune.sklearn._cross_validation import CrossValidation, growth_of
 from nbtune.sklearn._distributions import Candidates, sample_candidates, search_space
-from nbtune.sklearn._results import cv_results, evaluated
+from nbtune.sklearn._results import cv_results, evaluated, failed_fits
 from nbtune.trial import TrialStatus
 from nbtune.tuner import Tuner
 
@@ -191,9 +194,24 @@ class TuneSearchCV(BaseSearchCV):
         try:
             return self._tuner
         except AttributeError:
+            pass
+        if hasattr(self, "run_path_"):
             raise AttributeError(
-                "this TuneSearchCV has not started; call fit(X, y) or fit_async(X, y) first"
-            ) from None
+                "a TuneSearchCV that was pickled keeps no Tuner; read its run with "
+                f"nbtune.load({str(self.run_path_)!r})"
+            )
+        raise AttributeError(
+            "this TuneSearchCV has not started; call fit(X, y) or fit_async(X, y) first"
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A fitted search pickles (joblib.dump) without its live Tuner, whose run stays on
+        disk at `run_path_`; a running one does not pickle."""
+        if hasattr(self, "_fit_data"):
+            raise TypeError("a TuneSearchCV pickles once wait() (or fit) has returned")
+        state = super().__getstate__()
+        state.pop("_tuner", None)
+        return state
 
     # ----- what fit_async sets up -------------------------------------------------------------
 
@@ -277,6 +295,8 @@ class TuneSearchCV(BaseSearchCV):
                 "see search.tuner.dataframe()"
             )
         self.n_splits_ = len(tuner.trainable.splits)
+        self.run_path_ = tuner.path
+        _warn_for_failed_fits(tuner, *failed_fits(done, self.n_splits_))
         results = cv_results(
             done, list(scorers), self.n_splits_, self._reports, self.return_train_score
         )
@@ -318,6 +338,27 @@ class TuneSearchCV(BaseSearchCV):
         self.refit_time_ = time.perf_counter() - started
         if hasattr(self.best_estimator_, "feature_names_in_"):
             self.feature_names_in_ = self.best_estimator_.feature_names_in_
+
+
+def _warn_for_failed_fits(tuner: Tuner, errors: Counter[str], total: int) -> None:
+    """Say that fits failed, and why, as scikit-learn does: a warning, or an error if all did.
+
+    A fold's error is counted under the last one its candidate met, so the counts are exact
+    when each candidate fails in one way; the full tracebacks are in the trials' output.log.
+    """
+    failed = sum(errors.values())
+    if not failed:
+        return
+    details = "\n".join(f"{n} fits failed with: {error}" for error, n in errors.most_common())
+    where = f"(tracebacks in the trials' output.log under {tuner.path})"
+    if failed == total:
+        raise ValueError(f"All the {total} fits failed {where}:\n{details}")
+    warnings.warn(
+        f"{failed} fits failed out of a total of {total}; their scores are error_score "
+        f"{where}:\n{details}",
+        FitFailedWarning,
+        stacklevel=3,
+    )
 
 
 def _seed(random_state: Any) -> int:
