@@ -32,6 +32,7 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn.utils import _safe_indexing
 from sklearn.utils.metaestimators import _safe_split
 from sklearn.utils.validation import _num_samples
+from threadpoolctl import threadpool_limits
 
 from nbtune.session import report
 
@@ -89,6 +90,9 @@ class CrossValidation:
         epochs: None to report once per fold; else report after each of `epochs` epochs,
             every fold trained one epoch further each time (`growth_of`).
         classes: every class of `y`, which a classifier's first `partial_fit` needs.
+        threads: how many threads the estimator's native code (OpenMP, BLAS) may use, as
+            joblib limits it in its workers: the CPUs shared by the candidates that run at
+            once, so that they do not oversubscribe the machine; None for no limit.
     """
 
     estimator: Any
@@ -102,12 +106,14 @@ class CrossValidation:
     return_train_score: bool
     epochs: int | None = None
     classes: np.ndarray | None = None
+    threads: int | None = None
 
     def __call__(self, config: dict[str, Any]) -> None:
-        if self.epochs is None:
-            self._by_fold(config)
-        else:
-            self._by_epoch(config)
+        with threadpool_limits(self.threads):
+            if self.epochs is None:
+                self._by_fold(config)
+            else:
+                self._by_epoch(config)
 
     def _by_fold(self, config: dict[str, Any]) -> None:
         """Fit and score the folds one by one, reporting after each, so that a scheduler can

@@ -162,6 +162,7 @@ class TuneSearchCV(BaseSearchCV):
             return_train_score=self.return_train_score,
             epochs=epochs,
             classes=np.unique(y) if epochs and is_classifier(self.estimator) else None,
+            threads=_threads_per_candidate(self.max_concurrent),
         )
         self._tuner = self._make_tuner(trainable, metric, epochs or len(splits))
         self._fit_data = (X, y, fit_params)
@@ -359,6 +360,13 @@ def _warn_for_failed_fits(tuner: Tuner, errors: Counter[str], total: int) -> Non
         FitFailedWarning,
         stacklevel=3,
     )
+
+
+def _threads_per_candidate(max_concurrent: int | None) -> int:
+    """The CPUs each of the candidates that run at once may use: joblib's rule for the native
+    threads of its workers, so two candidates on two cores do not run four OpenMP threads."""
+    cpus = os.cpu_count() or 1
+    return max(1, cpus // (max_concurrent or cpus))
 
 
 def _seed(random_state: Any) -> int:
