@@ -144,6 +144,7 @@ class TuneSearchCV(BaseSearchCV):
         it early). The data are pickled into the Tuner's trainable once and sent once to each
         worker process, not once per candidate.
         """
+        self._forget_fit()
         X, y, groups = indexable(X, y, groups)
         scorers = self._scorers()
         metric = self._metric(scorers)
@@ -182,6 +183,8 @@ class TuneSearchCV(BaseSearchCV):
         """
         tuner = self.tuner
         tuner.wait()
+        if not hasattr(self, "_fit_data"):  # an earlier wait() collected the results
+            return self
         X, y, fit_params = self._fit_data
         del self._fit_data
         self._collect(tuner)
@@ -215,6 +218,11 @@ class TuneSearchCV(BaseSearchCV):
         return state
 
     # ----- what fit_async sets up -------------------------------------------------------------
+
+    def _forget_fit(self) -> None:
+        """Drop what an earlier fit set (`best_estimator_`, ...), as a new fit replaces it all."""
+        for name in [name for name in vars(self) if name.endswith("_") and name[0] != "_"]:
+            delattr(self, name)
 
     def _scorers(self) -> dict[str, Callable]:
         """Scorers by name: {"score": ...} for one, the names of `scoring` for several."""
