@@ -4,9 +4,14 @@ stopping by fold and by epoch, and the dashboard in a real kernel."""
 from __future__ import annotations
 
 import pickle
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -143,6 +148,14 @@ def test_a_searcher_samples_the_space_instead(search):
     assert len(tuned.cv_results_["params"]) == 4 and tuned.best_score_ > 0.9
 
 
+def test_fitting_again_replaces_every_fitted_attribute(search):
+    tuned = search(SVC(), {"C": [1.0, 2.0]}, n_trials=2).fit(X, Y)
+    first = tuned.tuner
+    tuned.set_params(refit=False).fit(X, Y)
+    assert tuned.tuner is not first and not hasattr(tuned, "best_estimator_")
+    assert tuned.wait() is tuned, "a second wait() has nothing more to do"
+
+
 def test_a_fitted_search_pickles_without_its_tuner(search):
     tuned = search(SVC(), {"C": [1.0]}, n_trials=1).fit(X, Y)
     loaded = pickle.loads(pickle.dumps(tuned))
@@ -244,6 +257,37 @@ def test_fit_async_returns_at_once_and_a_stop_leaves_a_usable_partial_result(sea
     assert tuned.tuner.state == "stopped"
     assert 1 <= len(tuned.cv_results_["params"]) < 6
     assert tuned.best_estimator_.predict(X[:2]).tolist() == [0, 0]
+
+
+def test_ctrl_c_in_fit_stops_the_search_and_leaves_a_usable_partial_result(runs):
+    code = textwrap.dedent(f"""
+        import signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from sklearn.datasets import load_iris
+        from test_sklearn import SlowClassifier
+        from nbtune.sklearn import TuneSearchCV
+
+        X, y = load_iris(return_X_y=True)
+        search = TuneSearchCV(SlowClassifier(), {{"c": list(range(6)), "delay": [0.3]}},
+                              n_trials=6, max_concurrent=2, name="ctrl-c", random_state=0,
+                              storage_path={str(runs)!r})
+        search.fit(X, y)
+        print(search.tuner.state, len(search.cv_results_["params"]) < 6,
+              search.predict(X[:1]).tolist())
+    """)
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    results = runs / "ctrl-c" / "results.jsonl"
+    deadline = time.monotonic() + 60
+    while not results.exists() or len(results.read_text().splitlines()) < 2:
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert out == "stopped True [0]\n"
 
 
 FIT_ASYNC = """
