@@ -83,6 +83,13 @@ class TuneSearchCV(BaseSearchCV):
             suffix); fitting again with the same name replaces that experiment.
         storage_path: the folder of experiment directories (default "nbtune-runs").
         display: show the live dashboard under the cell (default: in a notebook).
+
+    Attributes:
+        cv_results_, best_estimator_, best_params_, best_score_, best_index_, n_splits_,
+            refit_time_, scorer_, multimetric_: as in `RandomizedSearchCV`; a candidate that a
+            scheduler stopped early has NaN for the folds it skipped and ranks last.
+        run_path_: the experiment directory of the fit (`nbtune.load(run_path_)` reads it).
+        tuner: the Tuner of the latest fit (not kept when the search is pickled).
     """
 
     def __init__(
