@@ -70,6 +70,7 @@ class SlowClassifier(ClassifierMixin, BaseEstimator):
 # ----- a scikit-learn estimator ---------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.FitFailedWarning")  # bad data, on purpose
 @parametrize_with_checks(
     [TuneSearchCV(LogisticRegression(), {"C": [0.1, 1.0]}, n_trials=2, cv=2, random_state=0)]
 )

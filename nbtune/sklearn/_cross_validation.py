@@ -19,6 +19,7 @@ stops a candidate at, its last result is all that `cv_results_` needs.
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 import warnings
@@ -120,8 +121,7 @@ class CrossValidation:
         drop a poor candidate after one or two folds."""
         folds = []
         for k in range(len(self.splits)):
-            fit = lambda X, y, params: self._candidate(config).fit(X, y, **params)  # noqa: E731
-            folds.append(self._fit_and_score(k, fit))
+            folds.append(self._fit_and_score(k, functools.partial(self._fit_new, config)))
             report(fold_result(folds, self.metric))
 
     def _by_epoch(self, config: dict[str, Any]) -> None:
@@ -135,6 +135,9 @@ class CrossValidation:
                 fit_times[k] += fold.fit_time
                 fold.fit_time = float(fit_times[k])
             report(fold_result(folds, self.metric))
+
+    def _fit_new(self, config: Mapping[str, Any], X: Any, y: Any, params: dict) -> Any:
+        return self._candidate(config).fit(X, y, **params)
 
     def _candidate(self, config: Mapping[str, Any]) -> Any:
         return clone(self.estimator).set_params(**clone(dict(config), safe=False))
