@@ -50,6 +50,10 @@ class TrialLaunch:
         capture_output: whether to capture what the trial prints and ship it to the runner.
         metric: the experiment's tuned metric, under which a trainable that returns a number
             records it (None if the experiment has none).
+        threads: the size of the trial's BLAS/OpenMP thread pools, set before the trainable
+            runs (None: the worker's are left alone, as on threads of the driver).
+        gpus: the trial's CUDA_VISIBLE_DEVICES ("0", "0,1", or "" for none); None leaves the
+            worker's as it is.
     """
 
     trial_id: int
@@ -59,6 +63,8 @@ class TrialLaunch:
     checkpoint_dir: str
     capture_output: bool = True
     metric: str | None = None
+    threads: int | None = None
+    gpus: str | None = None
 
 
 @dataclass(frozen=True)

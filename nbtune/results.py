@@ -33,10 +33,12 @@ def trials_frame(
     checkpoint_mb: Mapping[int, float] | None = None,
 ) -> pd.DataFrame:
     """One row per trial: id, status, `config/<param>` columns, metric (last and best), ...,
-    and `checkpoint_mb`, the disk its checkpoints use, where it is given."""
+    and `checkpoint_mb`, the disk its checkpoints use, where it is given; `gpu`, the ids it
+    ran on, in a run whose trials use GPUs."""
     import pandas as pd  # imported here so that workers and `import nbtune` stay light
 
     rows = []
+    on_gpus = any(trial.gpus for trial in trials)
     for trial in trials:
         row: dict[str, Any] = {"trial_id": trial.trial_id, "status": trial.status.value}
         row.update({f"config/{k}": v for k, v in SearchSpace.flatten(trial.config).items()})
@@ -51,11 +53,16 @@ def trials_frame(
         row["attempts"] = trial.attempts
         if checkpoint_mb is not None:
             row["checkpoint_mb"] = checkpoint_mb.get(trial.trial_id, 0.0)
+        if on_gpus:
+            row["gpu"] = trial.gpus
         rows.append(row)
     columns, dtypes = _trial_columns(rows, metric), _trial_dtypes(metric)
     if checkpoint_mb is not None:
         columns.append("checkpoint_mb")
         dtypes["checkpoint_mb"] = "float64"
+    if on_gpus:
+        columns.append("gpu")
+        dtypes["gpu"] = "string"
     return pd.DataFrame.from_records(rows, columns=columns).astype(dtypes)
 
 

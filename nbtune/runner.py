@@ -63,6 +63,7 @@ from nbtune.protocol import (
     WorkerResult,
     WorkerSuspended,
 )
+from nbtune.resources import TrialResources
 from nbtune.retention import CheckpointRetention
 from nbtune.schedulers._base import Exploit, Scheduler, Stop
 from nbtune.search._base import Searcher
@@ -106,6 +107,7 @@ class TrialRunner:
         max_failures: int = 0,
         trial_timeout_s: float | None = None,
         keep_checkpoints: int | None = 2,
+        resources: TrialResources | None = None,
     ) -> None:
         self.trainable = trainable
         self.searcher = searcher
@@ -122,6 +124,7 @@ class TrialRunner:
         self.fail_fast = fail_fast
         self.max_failures = max_failures
         self.trial_timeout_s = trial_timeout_s
+        self.resources = resources or TrialResources()
 
         self.state = "running"
         self.error: str | None = None
@@ -346,11 +349,28 @@ class TrialRunner:
 
     def _fill_slots(self) -> None:
         """Start trials while there is room (a trial told to stop makes room already)."""
-        while not self.control.paused_all and self.book.slots_taken() < self.max_concurrent:
+        while not self.control.paused_all and self._has_room():
             trial = self._next_trial()
             if trial is None:
                 return
             self._launch(trial)
+
+    def _has_room(self) -> bool:
+        """Whether one more trial may start: under `max_concurrent`, under what the machine's
+        CPUs and GPUs hold (`resources_per_trial`), and with its GPUs free."""
+        limit = self.max_concurrent
+        if not self.executor.schedules_resources:
+            fits = self.resources.at_once(self.executor.cpus(), len(self.executor.gpus()))
+            limit = min(limit, fits or limit)
+        return self.book.slots_taken() < limit and self._free_gpus() is not None
+
+    def _free_gpus(self) -> str | None:
+        """The GPUs for the next trial ("" when it asks for none); None if too few are free.
+        A trial told to stop holds its GPUs until its worker lets go of it."""
+        if self.executor.schedules_resources:
+            return ""
+        taken = [self.book[trial_id].gpus or "" for trial_id in self.book.on_worker()]
+        return self.resources.pick(self.executor.gpus(), taken)
 
     def _next_trial(self) -> Trial | None:
         self._ask_searcher()
@@ -423,7 +443,10 @@ class TrialRunner:
         live = self.book.live[trial.trial_id]
         if trial.iteration > restart:
             live.replay_until = max(trial.iteration, live.replay_until or 0)
-        trial = trial.evolve(status=TrialStatus.RUNNING, iteration=restart, started_at=time.time())
+        gpus = self._free_gpus() or None
+        trial = trial.evolve(
+            status=TrialStatus.RUNNING, iteration=restart, started_at=time.time(), gpus=gpus
+        )
         live.on_worker = True
         live.heard_at = time.monotonic()
         self.executor.start(
@@ -435,10 +458,18 @@ class TrialRunner:
                 checkpoint_dir=str(self.storage.checkpoint_dir(trial.trial_id)),
                 capture_output=self.executor.captures_output,
                 metric=self.metric,
+                threads=self._threads(),
+                gpus=gpus if self.resources.gpu and not self.executor.schedules_resources else None,
             )
         )
         self.record(trial)
         self.bus.publish(TrialStarted(trial.trial_id, trial.checkpoint_iteration))
+
+    def _threads(self) -> int | None:
+        """The thread pools of a trial in a process of its own: its CPUs, or an even share."""
+        if not self.executor.isolates_trials:
+            return None
+        return self.resources.threads(self.executor.cpus(), self.max_concurrent)
 
     def _absolute(self, checkpoint: str | None) -> str | None:
         return None if checkpoint is None else str(self.storage.path / checkpoint)

@@ -6,6 +6,7 @@ subclass of `Trainable` whose `step()` returns one result at a time.
 
 from __future__ import annotations
 
+import contextlib
 import reprlib
 import traceback
 from collections.abc import Callable, Mapping
@@ -13,6 +14,7 @@ from typing import Any
 
 from nbtune.metrics import number
 from nbtune.protocol import TrialLaunch, WorkerDone, WorkerFailed
+from nbtune.resources import limits
 from nbtune.session import Channel, TrialPaused, TrialSession, TrialStopped
 
 
@@ -66,7 +68,7 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
         capture_output=launch.capture_output,
     )
     try:
-        with session:
+        with _trial_limits(launch), session:
             if is_class_trainable(trainable):
                 _run_class(trainable, session, launch.config)
             else:
@@ -81,6 +83,14 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
         channel.send(WorkerFailed(launch.trial_id, summary, traceback.format_exc(), output))
         return
     channel.send(WorkerDone(launch.trial_id, session.drain_output()))
+
+
+def _trial_limits(launch: TrialLaunch) -> contextlib.AbstractContextManager:
+    """The trial's thread pools and GPUs, set before any of its code runs (see
+    `nbtune.resources`); nothing for a trial on a thread of the driver."""
+    if launch.threads is None:
+        return contextlib.nullcontext()
+    return limits(launch.threads, launch.gpus)
 
 
 def _run_function(

@@ -74,6 +74,8 @@ class Trial:
         parent: the trial it was forked from, if any.
         origin: who made it: "searcher", "user" (`add_trial`) or "fork".
         attempts: how many times it has been started after a failure, plus one.
+        gpus: the GPUs it last ran on, as its CUDA_VISIBLE_DEVICES read ("0", "0,1"); None
+            if it asked for none.
     """
 
     trial_id: int
@@ -91,6 +93,7 @@ class Trial:
     parent: int | None = None
     origin: str = "searcher"
     attempts: int = 1
+    gpus: str | None = None
 
     def evolve(self, **changes: Any) -> Trial:
         """Return a copy with `changes` applied; a status change must be a legal transition.

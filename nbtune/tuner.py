@@ -27,6 +27,7 @@ from nbtune.executors._base import Executor
 from nbtune.executors.loky import LokyExecutor
 from nbtune.front_end import SummarySlot
 from nbtune.progress import ProgressLine
+from nbtune.resources import TrialResources
 from nbtune.results import ResultsView
 from nbtune.runner import TrialRunner
 from nbtune.schedulers._base import Scheduler
@@ -106,6 +107,12 @@ class Tuner(ResultsView):
             best by the metric (the default, 2), its latest and its N best (N > 2), only its
             latest (1), or all of them (None). One still needed (to resume a paused trial, to
             start a fork) is never deleted.
+        resources_per_trial: what each trial uses, e.g. `{"cpu": 2, "gpu": 1}`: its BLAS and
+            OpenMP thread pools are capped at its CPUs (by default each trial gets an even
+            share of the machine's, `os.cpu_count() // max_concurrent`), and it sees only its
+            own GPUs through CUDA_VISIBLE_DEVICES (`gpu=0.5`: two trials share one); no more
+            trials run at once than the resources hold. A request that can never fit is an
+            error here. On Dask these are the cluster's worker resources.
         progress: print a progress line on stderr (default: yes, except in a notebook).
         overwrite: replace an existing experiment of the same name instead of refusing.
         resume: carry on the experiment of the same name, if there is one (see `restore`).
@@ -133,6 +140,7 @@ class Tuner(ResultsView):
         max_failures: int = 0,
         trial_timeout_s: float | None = None,
         keep_checkpoints: int | None = 2,
+        resources_per_trial: Mapping[str, float] | None = None,
         progress: bool | None = None,
         overwrite: bool = False,
         resume: bool = False,
@@ -165,6 +173,11 @@ class Tuner(ResultsView):
         if self._previous is None:
             self.scheduler.setup(metric, mode, self.seed)
         self.executor = executor or LokyExecutor()
+        self.resources = TrialResources.parse(resources_per_trial)
+        if self.executor.schedules_resources and resources_per_trial:
+            self.executor.use_resources(resources_per_trial)
+        elif not self.executor.schedules_resources:
+            self.resources.check(self.executor.cpus(), self.executor.gpus())
         self.should_stop = StopCriteria(stop, metric, mode)
         self.fail_fast = fail_fast
         self.max_failures = _non_negative_int("max_failures", max_failures)
@@ -212,6 +225,7 @@ class Tuner(ResultsView):
             max_failures=self.max_failures,
             trial_timeout_s=self.trial_timeout_s,
             keep_checkpoints=self.keep_checkpoints,
+            resources=self.resources,
         )
         if self._previous is not None:
             results = self._previous.results()

@@ -336,3 +336,18 @@ def model_files(config):
                 loss=abs(step - config.get("best_at", 0)),
                 checkpoint=nt.Checkpoint.from_directory(folder),
             )
+
+
+def resources_seen(config):
+    """Reports, every `interval` s for `steps` steps, the GPUs and thread pools it was given."""
+    from threadpoolctl import threadpool_info
+
+    blas = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    for step in range(config.get("steps", 3)):
+        time.sleep(config.get("interval", 0.05))
+        nt.report(
+            loss=float(step),
+            gpus=os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),
+            omp=int(os.environ.get("OMP_NUM_THREADS", "0")),
+            blas=blas[0] if blas else -1,
+        )

@@ -12,7 +12,8 @@ on the executor's type.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 from nbtune.protocol import Decision, TrialLaunch, WorkerEvent
@@ -36,6 +37,23 @@ class Executor:
     """Whether what a trial prints is shipped to the runner instead of the worker's stdout."""
     pickles_trainable: ClassVar[bool] = True
     """Whether the trainable travels to another process (so it must pickle)."""
+    isolates_trials: ClassVar[bool] = False
+    """Whether each running trial has a process of its own, so that its thread pools and
+    CUDA_VISIBLE_DEVICES can be set for it alone."""
+    schedules_resources: ClassVar[bool] = False
+    """Whether the executor places trials by their resources itself (Dask's worker
+    resources), rather than the runner handing out GPUs."""
+
+    def gpus(self) -> list[str]:
+        """The GPU ids the runner hands out to trials (none by default)."""
+        return []
+
+    def cpus(self) -> int:
+        """How many CPUs the trials share."""
+        return os.cpu_count() or 1
+
+    def use_resources(self, resources: Mapping[str, float]) -> None:
+        """Place each trial where `resources` are free (for `schedules_resources`)."""
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         """Get ready to run trials of `trainable`, up to `max_workers` at a time."""

@@ -174,6 +174,8 @@ class DaskExecutor(Executor):
     """
 
     can_kill_trial = True
+    isolates_trials = True
+    schedules_resources = True
     captures_output = True
 
     def __init__(
@@ -190,6 +192,11 @@ class DaskExecutor(Executor):
         self._lines: TrialLines | None = None
         self._keys = itertools.count()
         self._done: deque[tuple[int, int, distributed.Future]] = deque()
+
+    def use_resources(self, resources: Mapping[str, float]) -> None:
+        """The Tuner's `resources_per_trial`, unless this executor was given its own."""
+        if not self.resources_per_trial:
+            self.resources_per_trial = dict(resources)
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         client = self.client

@@ -31,7 +31,7 @@ import signal
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 import cloudpickle
@@ -50,6 +50,7 @@ from nbtune.protocol import (
     WorkerFailed,
     WorkerLost,
 )
+from nbtune.resources import visible_gpus
 from nbtune.session import answer
 from nbtune.trainable import run_trial
 
@@ -133,14 +134,20 @@ class LokyExecutor(Executor):
 
     Args:
         max_workers: size of the worker pool; by default the run's `max_concurrent`.
+        gpus: the GPU ids to hand out to trials that ask for them (`resources_per_trial`);
+            by default the kernel's CUDA_VISIBLE_DEVICES, else what `nvidia-smi -L` lists.
     """
 
     can_kill_trial = False
     can_kill_worker = True
     captures_output = True
+    isolates_trials = True
 
-    def __init__(self, max_workers: int | None = None) -> None:
+    def __init__(
+        self, max_workers: int | None = None, *, gpus: Sequence[str] | None = None
+    ) -> None:
         self.max_workers = max_workers
+        self._gpus = None if gpus is None else [str(gpu) for gpu in gpus]
         self._pool: ProcessPoolExecutor | None = None
         self._lines: TrialLines | None = None
         self._lock = threading.Lock()
@@ -150,6 +157,11 @@ class LokyExecutor(Executor):
         self._dropped: list[WorkerEvent] = []
         self._failure: BaseException | None = None
         self._open = False
+
+    def gpus(self) -> list[str]:
+        if self._gpus is None:
+            self._gpus = visible_gpus()
+        return list(self._gpus)
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         self._payload = cloudpickle.dumps(trainable)
