@@ -29,6 +29,7 @@ import functools
 import os
 import signal
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -104,6 +105,7 @@ def _shutdown_pools() -> None:
 def _serve(payload: bytes, address: str, authkey: bytes) -> None:
     """A worker's task for a whole run: run the trials that come down its line, one after
     another, until the run hangs up."""
+    _outlive_no_driver()
     try:
         connection = connect(address, authkey)
         connection.send(Ready(os.getpid()))
@@ -111,6 +113,27 @@ def _serve(payload: bytes, address: str, authkey: bytes) -> None:
             _run_one(payload, answer(connection), connection)
     except (OSError, EOFError):
         hang_up()
+
+
+_PARENT_CHECK_S = 1.0
+_watched_parent: int | None = None
+
+
+def _outlive_no_driver() -> None:
+    """End this worker process at once if its driver dies (a killed kernel or script), even
+    in the middle of a trial; loky's own idle timeout would keep it for minutes. A thread
+    started once per worker checks every second whether its parent process is still there."""
+    global _watched_parent
+    if _watched_parent is not None:
+        return
+    _watched_parent = os.getppid()
+    threading.Thread(target=_exit_without_parent, name="nbtune-parent-watch", daemon=True).start()
+
+
+def _exit_without_parent() -> None:
+    while os.getppid() == _watched_parent:
+        time.sleep(_PARENT_CHECK_S)
+    os._exit(1)
 
 
 def _run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Client
 
@@ -128,6 +130,7 @@ def test_a_client_that_hangs_up_in_the_handshake_leaves_the_line_open(loky_drive
 
 WORKER_IMPORTS = """
 import sys
+import time
 import nbtune as nt
 
 def train(config):
@@ -161,3 +164,64 @@ def test_joblib_parallel_works_beside_a_run(loky_driver):
     driver.launch(1, {"steps": 1})
     driver.run_until_ended([1])
     assert len(driver.results(1)) == 1
+
+
+DRIVER = """
+import sys
+import nbtune as nt
+import trainables
+
+def say_when_reporting(event):
+    if type(event).__name__ == "TrialResult":
+        print("reporting", flush=True)
+
+tuner = nt.Tuner(trainables.forever, {"interval": 0.05, "x": nt.grid([0, 1])},
+                 storage_path=sys.argv[1], name="orphans", progress=False, max_concurrent=2)
+tuner.subscribe(say_when_reporting)
+tuner.start()
+tuner.wait()
+"""
+
+
+def children_of(pid):
+    """Handles (pidfds) on the processes whose parent is `pid`, read from /proc: each becomes
+    readable when its process ends."""
+    handles = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as file:
+                fields = file.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                handles.append(os.pidfd_open(int(entry)))
+        except (OSError, ProcessLookupError):
+            continue
+    return handles
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits on processes with pidfds")
+def test_workers_do_not_outlive_a_killed_driver(tmp_path):
+    tests = os.path.dirname(os.path.dirname(__file__))
+    path = os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    try:
+        assert driver.stdout.readline() == "reporting\n", "the trials run in workers"
+        workers = children_of(driver.pid)
+        assert workers, "the driver has worker processes"
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.monotonic() + 5
+    pending = list(workers)
+    while pending:
+        ended, _, _ = select.select(pending, [], [], max(0.0, deadline - time.monotonic()))
+        assert ended, f"{len(pending)} worker processes outlived their driver by 5 s"
+        pending = [handle for handle in pending if handle not in ended]
+    for handle in workers:
+        os.close(handle)
