@@ -351,3 +351,10 @@ def resources_seen(config):
             omp=int(os.environ.get("OMP_NUM_THREADS", "0")),
             blas=blas[0] if blas else -1,
         )
+
+
+def uses_joblib(config):
+    """Runs a `joblib.Parallel` of two processes inside the trial, as scikit-learn's n_jobs."""
+    from joblib import Parallel, delayed
+
+    nt.report(loss=float(sum(Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(10)))))

@@ -26,8 +26,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import multiprocessing
+import multiprocessing.util
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -105,7 +108,7 @@ def _shutdown_pools() -> None:
 def _serve(payload: bytes, address: str, authkey: bytes) -> None:
     """A worker's task for a whole run: run the trials that come down its line, one after
     another, until the run hangs up."""
-    _outlive_no_driver()
+    _tie_to_driver()
     try:
         connection = connect(address, authkey)
         connection.send(Ready(os.getpid()))
@@ -119,21 +122,36 @@ _PARENT_CHECK_S = 1.0
 _watched_parent: int | None = None
 
 
-def _outlive_no_driver() -> None:
-    """End this worker process at once if its driver dies (a killed kernel or script), even
-    in the middle of a trial; loky's own idle timeout would keep it for minutes. A thread
-    started once per worker checks every second whether its parent process is still there."""
+def _tie_to_driver() -> None:
+    """Once per worker process: end it at once if its driver dies (a killed kernel or
+    script), even in the middle of a trial, where loky's own idle timeout would keep it for
+    minutes; and let it exit without waiting for processes its trials started (a nested
+    `joblib.Parallel` keeps idle workers for 300 s, which held the driver's exit as long)."""
     global _watched_parent
     if _watched_parent is not None:
         return
     _watched_parent = os.getppid()
     threading.Thread(target=_exit_without_parent, name="nbtune-parent-watch", daemon=True).start()
+    multiprocessing.util.Finalize(None, _end_own_children, exitpriority=100)
 
 
 def _exit_without_parent() -> None:
     while os.getppid() == _watched_parent:
         time.sleep(_PARENT_CHECK_S)
     os._exit(1)
+
+
+def _end_own_children() -> None:
+    """At the worker's exit: stop joblib's pool if a trial used one (its workers end at once
+    and clean up), then kill whatever else the trials left (multiprocessing would join each
+    of them first)."""
+    nested = sys.modules.get("joblib.externals.loky.reusable_executor")
+    pool = getattr(nested, "_executor", None)
+    if pool is not None:
+        pool.shutdown(wait=True)
+    for child in multiprocessing.active_children():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
 
 
 def _run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> None:

@@ -225,3 +225,34 @@ def test_workers_do_not_outlive_a_killed_driver(tmp_path):
         pending = [handle for handle in pending if handle not in ended]
     for handle in workers:
         os.close(handle)
+
+
+NESTED_JOBLIB = """
+import nbtune as nt
+import trainables
+
+tuner = nt.Tuner(trainables.uses_joblib, {"x": nt.grid([0, 1])}, metric="loss",
+                 storage_path=__import__("sys").argv[1], name="nested", progress=False,
+                 max_concurrent=2)
+tuner.run()
+print("run ended", flush=True)
+"""
+
+
+def test_a_script_whose_trials_use_joblib_exits_when_its_run_ends(tmp_path):
+    tests = os.path.dirname(os.path.dirname(__file__))
+    path = os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
+    script = subprocess.Popen(
+        [sys.executable, "-c", NESTED_JOBLIB, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    try:
+        assert script.stdout.readline() == "run ended\n"
+        script.wait(timeout=20)
+    finally:
+        script.kill()
+    assert script.returncode == 0, script.stderr.read()
+    assert "leaked" not in script.stderr.read(), "joblib's pool in the worker was shut down"
