@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from nbtune.analysis import ExperimentAnalysis
 from nbtune.results import ResultsView
@@ -135,9 +134,9 @@ def parallel_coordinates_figure(data: ParameterData, figure: go.Figure | None = 
 
 def parameter_scatter_figure(data: ParameterData, figure: go.Figure | None = None) -> go.Figure:
     """Each parameter against the best metric value, one panel per parameter."""
-    if figure is None:
-        figure = make_subplots(rows=1, cols=max(1, len(data.axes)), shared_yaxes=True)
+    figure = figure if figure is not None else go.Figure()
     with figure.batch_update():
+        _side_by_side(figure, len(data.axes))
         _keep_traces(figure, len(data.axes), lambda index: go.Scatter(mode="markers"))
         for index, (trace, axis) in enumerate(zip(figure.data, data.axes, strict=True)):
             trace.update(
@@ -183,6 +182,23 @@ def importance_figure(data: ImportanceData, figure: go.Figure | None = None) -> 
 def _curve_trace(index: int) -> go.Scatter | go.Scattergl:
     kind = go.Scattergl if index >= WEBGL_AFTER else go.Scatter
     return kind(mode="lines", hovertemplate="%{hovertext}<br>iteration %{x}: %{y}<extra></extra>")
+
+
+def _side_by_side(figure: go.Figure, count: int) -> None:
+    """Give `figure` `count` x axes side by side that share its y axis: a grid laid out in
+    the layout itself, so that a live `FigureWidget` made without subplots gets one too."""
+    gap = 0.04
+    width = (1 - gap * (count - 1)) / max(1, count)
+    for index in range(count):
+        start = index * (width + gap)
+        figure.update_layout(
+            {
+                f"xaxis{index + 1 if index else ''}": {
+                    "domain": [start, start + width],
+                    "anchor": "y",
+                }
+            }
+        )
 
 
 def _keep_traces(figure: go.Figure, count: int, make) -> None:

@@ -15,6 +15,7 @@ from nbtune.ui.figures import (
     WEBGL_AFTER,
     history_figure,
     parallel_coordinates_figure,
+    parameter_scatter_figure,
 )
 
 
@@ -47,6 +48,16 @@ def test_parallel_coordinates_has_a_dimension_per_varying_parameter_and_the_metr
     labels = [dimension.label for dimension in figure.data[0].dimensions]
     assert labels == ["lr", "opt", "loss"]
     assert list(figure.data[0].dimensions[1].ticktext) == ["adam", "sgd"]
+
+
+def test_the_parameter_panels_draw_on_a_live_figure_made_without_subplots():
+    trials, _ = run_of([[1.0], [2.0]])
+    figure = go.FigureWidget()
+    for _ in range(2):
+        parameter_scatter_figure(parameter_data(trials, "loss"), figure)
+    assert [trace.xaxis for trace in figure.data] == ["x", "x2"], "one panel per parameter"
+    assert figure.layout.xaxis.domain[1] < figure.layout.xaxis2.domain[0], "side by side"
+    assert (figure.layout.xaxis.title.text, figure.layout.xaxis2.title.text) == ("lr", "opt")
 
 
 def test_plots_of_a_finished_run_from_its_directory(make_tuner):
