@@ -41,7 +41,7 @@ from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from nbtune.executors._base import Executor
 from nbtune.executors._lines import TrialLines, WorkerLine, connect, hang_up, load_trainable
-from nbtune.executors._shared import RunData
+from nbtune.executors._shared import RunData, release_pages
 from nbtune.protocol import (
     NUDGE,
     Decision,
@@ -112,6 +112,8 @@ def _serve(payload: bytes, address: str, authkey: bytes) -> None:
             _run_one(payload, answer(connection), connection)
     except (OSError, EOFError):
         hang_up()
+    finally:
+        release_pages()
 
 
 def _run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> None:
