@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 import zlib
 from typing import ClassVar
 
@@ -67,6 +68,7 @@ def closure_over(array):
     """A trainable that captures `array`, as a notebook cell's function does."""
 
     def train(config):
+        time.sleep(config.get("nap", 0))
         nt.report(loss=1.0, **facts(array))
 
     return train
@@ -128,20 +130,22 @@ def test_a_captured_array_reaches_loky_workers_as_a_map_in_a_run_folder(
 def test_warm_workers_reuse_what_they_mapped_unless_the_array_changed(make_tuner):
     array = np.ones(ROWS)
     executor = nt.LokyExecutor()
+    space = {"x": nt.grid([1, 2, 3, 4]), "nap": 0.1}
     runs = []
     for _ in range(2):
-        tuner = make_tuner(closure_over(array), {"x": nt.grid([1, 2])}, executor=executor)
+        tuner = make_tuner(closure_over(array), space, executor=executor)
         tuner.run()
-        runs.append({(r["pid"], r["file"]) for r in last_results(tuner)})
-    assert {pid for pid, _ in runs[1]} <= {pid for pid, _ in runs[0]}, "warm workers"
-    first_files = {file for _, file in runs[0]}
-    assert len(first_files) == 1 and {file for _, file in runs[1]} == first_files, "mapped before"
+        runs.append({r["pid"]: r["file"] for r in last_results(tuner)})
+    assert len(set(runs[0].values())) == 1, "one file per run"
+    warm = runs[0].keys() & runs[1].keys()
+    assert warm, "a worker served both runs"
+    assert all(runs[1][pid] == runs[0][pid] for pid in warm), "its map of the first run's file"
     array[0] = 5.0
-    tuner = make_tuner(closure_over(array), {"x": nt.grid([1, 2])}, executor=executor)
+    tuner = make_tuner(closure_over(array), space, executor=executor)
     tuner.run()
     results = last_results(tuner)
     assert {r["total"] for r in results} == {array.sum()}, "the new content, not the old map"
-    assert not {r["file"] for r in results} & {file for _, file in runs[0]}
+    assert not {r["file"] for r in results} & set(runs[0].values())
 
 
 def test_large_arrays_are_written_once_and_small_ones_inline():
@@ -153,6 +157,7 @@ def test_large_arrays_are_written_once_and_small_ones_inline():
     try:
         payload = run.dumps(trainable)
         assert len(payload) < 100_000
+        run.wait()
         assert len(os.listdir(run.folder)) == 3, "big (once), its strided view, the frame's block"
         copy = loads(payload)
         got_big, strided, got_small, got_frame = copy.keywords["data"]
@@ -198,5 +203,34 @@ def test_a_worker_lets_the_pages_of_its_maps_go_between_runs_but_keeps_the_maps(
         assert _resident_file_pages() < touched - 40e6
         assert mapped.sum() == array.sum(), "the map still reads the same"
         assert loads(run.dumps(array)) is mapped, "and is reused"
+    finally:
+        run.close()
+
+
+def test_a_new_worker_waits_for_a_file_being_written_and_fails_if_the_run_ended(monkeypatch):
+    array = np.ones(ROWS)
+    written = threading.Event()
+    write = _shared._write
+    monkeypatch.setattr(_shared, "_write", lambda *args: (written.wait(10), write(*args)))
+    run = RunData()
+    payload = run.dumps(array)
+    threading.Timer(0.3, written.set).start()
+    np.testing.assert_array_equal(loads(payload), array)
+    run.close()
+    _shared._mapped_arrays.clear()
+    with pytest.raises(FileNotFoundError, match="run has ended"):
+        loads(payload)
+
+
+def test_a_file_that_cannot_be_written_fails_the_worker_that_needs_it(monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "save", full)
+    run = RunData()
+    try:
+        payload = run.dumps(np.zeros(ROWS))
+        with pytest.raises(OSError, match="No space left on device"):
+            loads(payload)
     finally:
         run.close()

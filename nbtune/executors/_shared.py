@@ -4,9 +4,10 @@
     -------------                                  --------------
     RunData(): a run-private folder (/dev/shm)
     dumps(trainable): each large ndarray reached --> payload with a small reference per array
-      -> written once to <folder>/<token>.npy          load_trainable(payload): the reference
-    close(): the folder is removed                     unpickles as np.load(path, mmap_mode="r"),
-                                                        or the array this worker mapped before
+      -> written once to <folder>/<token>.npy,         load_trainable(payload): the reference
+         on a thread of its own                        unpickles as the array this worker
+    close(): the folder is removed                     mapped before, or else (once the file
+                                                        is there) np.load(path, mmap_mode="r")
 
 The pickler sees every object the trainable reaches: a closure's cell, a global of
 `__main__`, a `functools.partial`'s arguments, `nbtune.with_parameters` objects, the arrays
@@ -33,10 +34,12 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import uuid
 import weakref
 import zlib
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import cloudpickle
@@ -107,11 +110,17 @@ def _is_large_array(obj: Any) -> bool:
 
 
 class RunData:
-    """A run's folder of mapped arrays: created here, removed by `close()` (or at exit)."""
+    """A run's folder of mapped arrays: created here, removed by `close()` (or at exit).
+
+    Files are written on a thread of their own, so that the payload is ready once the arrays
+    are named: a warm worker that mapped them in an earlier run starts at once, while a new
+    one waits for each file it lacks (it appears whole, by a rename).
+    """
 
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="nbtune-run-", dir=_temp_root())
         self._written: dict[str, str] = {}
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="nbtune-data")
         _open_runs.add(self)
 
     def dumps(self, obj: Any) -> bytes:
@@ -121,21 +130,41 @@ class RunData:
         return buffer.getvalue()
 
     def path_of(self, array: Any) -> tuple[str, str]:
-        """The token and path of `array`'s file, written now if this run has not yet."""
-        import numpy as np
-
+        """The token and path of `array`'s file, on its way there if this run has not yet
+        written it."""
         token = _token_for(array)
         path = self._written.get(token)
         if path is None:
             path = os.path.join(self.folder, f"{token}.npy")
-            np.save(path, array, allow_pickle=False)
+            self._writer.submit(_write, array, path)
             self._written[token] = path
         return token, path
+
+    def wait(self) -> None:
+        """Block until every file is written (for tests and benchmarks)."""
+        self._writer.submit(lambda: None).result()
 
     def close(self) -> None:
         """Remove the folder; workers keep what they have mapped until they let it go."""
         _open_runs.discard(self)
+        self._writer.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _write(array: Any, path: str) -> None:
+    """Write `array` to `path` as a `.npy` file that appears whole, or an `.error` file."""
+    import numpy as np
+
+    part = f"{path}.part"
+    try:
+        with open(part, "wb") as file:
+            np.save(file, array, allow_pickle=False)
+        os.replace(part, path)
+    except Exception as exc:
+        with contextlib.suppress(OSError), open(f"{path}.error", "w") as file:
+            file.write(f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(OSError):
+            os.remove(part)
 
 
 @atexit.register
@@ -193,6 +222,7 @@ def _mapped(token: str, path: str) -> Any:
     with _mapped_lock:
         array = _mapped_arrays.get(token)
         if array is None:
+            _wait_for(path)
             array = np.load(path, mmap_mode="r", allow_pickle=False)
             _mapped_arrays[token] = array
             while len(_mapped_arrays) > _MAPPED_KEPT:
@@ -200,6 +230,18 @@ def _mapped(token: str, path: str) -> Any:
         else:
             _mapped_arrays.move_to_end(token)
         return array
+
+
+def _wait_for(path: str) -> None:
+    """Wait until the driver has written `path`; raise if it could not, or the run is over."""
+    pause = 0.001
+    while not os.path.exists(path):
+        with contextlib.suppress(FileNotFoundError), open(f"{path}.error") as error:
+            raise OSError(f"nbtune could not write an array for the workers: {error.read()}")
+        if not os.path.isdir(os.path.dirname(path)):
+            raise FileNotFoundError(f"{path}: its run has ended")
+        time.sleep(pause)
+        pause = min(2 * pause, 0.02)
 
 
 def release_pages() -> None:
