@@ -6,6 +6,7 @@ Arrays of 20-40 MB, real worker processes (loky, threads, a Dask cluster).
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import threading
 import time
@@ -234,3 +235,20 @@ def test_a_file_that_cannot_be_written_fails_the_worker_that_needs_it(monkeypatc
             loads(payload)
     finally:
         run.close()
+
+
+def test_dask_loads_a_scattered_trainable_once_and_lets_it_go_with_the_payload(dask_client):
+    from nbtune.executors import dask as dask_executor
+
+    array = np.arange(ROWS, dtype=np.float64)
+    future = dask_executor._payload(dask_client, closure_over(array))
+    payload = future.result()
+    assert isinstance(payload, dask_executor._Scattered) and len(payload.stream) < 100_000
+    trainable = dask_executor._load(payload)
+    assert dask_executor._load(payload) is trainable, "once per worker and run"
+    (got,) = [cell.cell_contents for cell in trainable.__closure__]
+    assert not got.flags.writeable and np.array_equal(got, array)
+    del payload, trainable, got
+    gc.collect()
+    assert not dask_executor._loaded
+    assert dask_executor._payload(dask_client, closure_over(np.ones(3))).__class__ is bytes

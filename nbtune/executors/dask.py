@@ -47,7 +47,8 @@ import tempfile
 import threading
 import uuid
 import warnings
-from collections import OrderedDict, deque
+import weakref
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -164,7 +165,6 @@ class _Scattered:
     """A large trainable's pickle, scattered to every worker once per run: the pickle stream
     and, out of band, the large buffers in it (arrays), which Dask sends without copies."""
 
-    token: str
     stream: bytes
     buffers: tuple[Any, ...]
 
@@ -187,26 +187,28 @@ def _payload(client: distributed.Client, trainable: Any) -> bytes | distributed.
     import numpy as np
 
     arrays = tuple(np.frombuffer(buffer.raw(), dtype=np.uint8) for buffer in buffers)
-    scattered = _Scattered(uuid.uuid4().hex, stream, arrays)
+    scattered = _Scattered(stream, arrays)
     return client.scatter(scattered, broadcast=True, hash=False)
 
 
-_loaded: OrderedDict[str, Any] = OrderedDict()
+_loaded: weakref.WeakKeyDictionary[_Scattered, Any] = weakref.WeakKeyDictionary()
 _loaded_lock = threading.Lock()
 
 
 def _load(payload: bytes | _Scattered) -> Any:
-    """The trainable, unpickled once per worker process and run; its arrays read-only."""
+    """The trainable, unpickled once per worker process and run; its arrays read-only.
+
+    A scattered one is kept while the worker holds the scattered payload, which it drops once
+    the run has ended (the driver releases it), so one run's data does not outlive it.
+    """
     if isinstance(payload, bytes):
         return load_trainable(payload)
     with _loaded_lock:
-        trainable = _loaded.get(payload.token)
+        trainable = _loaded.get(payload)
         if trainable is None:
             buffers = [memoryview(array).toreadonly() for array in payload.buffers]
             trainable = pickle.loads(payload.stream, buffers=buffers)
-            _loaded[payload.token] = trainable
-            while len(_loaded) > 4:
-                _loaded.popitem(last=False)
+            _loaded[payload] = trainable
         return trainable
 
 
