@@ -252,3 +252,18 @@ def test_dask_loads_a_scattered_trainable_once_and_lets_it_go_with_the_payload(d
     gc.collect()
     assert not dask_executor._loaded
     assert dask_executor._payload(dask_client, closure_over(np.ones(3))).__class__ is bytes
+
+
+def test_a_global_of_the_notebook_is_mapped_too():
+    """A function defined in a notebook cell is pickled by value, with the globals it uses."""
+    namespace = {"__name__": "__main__", "features": np.arange(ROWS, dtype=np.float64)}
+    exec("def train(config):\n    return features.sum()\n", namespace)
+    run = RunData()
+    try:
+        payload = run.dumps(namespace["train"])
+        assert len(payload) < 100_000
+        train = loads(payload)
+        assert isinstance(train.__globals__["features"], np.memmap)
+        assert train({}) == namespace["features"].sum()
+    finally:
+        run.close()
