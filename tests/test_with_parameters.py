@@ -267,3 +267,13 @@ def test_a_global_of_the_notebook_is_mapped_too():
         assert train({}) == namespace["features"].sum()
     finally:
         run.close()
+
+
+def test_a_run_folder_left_open_goes_with_its_run_data():
+    run = RunData()
+    folder = run.folder
+    run.dumps(np.ones(ROWS))
+    run.wait()
+    del run
+    gc.collect()
+    assert not os.path.exists(folder)

@@ -25,7 +25,6 @@ file lives on after its folder is removed, until the last worker lets it go.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import io
 import mmap
@@ -49,8 +48,6 @@ MAP_MIN_BYTES = 1 << 20
 
 _MAPPED_KEPT = 8
 """How many mapped arrays a worker keeps for runs to come (the most recently used)."""
-
-_open_runs: weakref.WeakSet[RunData] = weakref.WeakSet()
 
 
 def _temp_root() -> str:
@@ -110,7 +107,8 @@ def _is_large_array(obj: Any) -> bool:
 
 
 class RunData:
-    """A run's folder of mapped arrays: created here, removed by `close()` (or at exit).
+    """A run's folder of mapped arrays: created here, removed by `close()` (or when it is
+    collected, or at the interpreter's exit).
 
     Files are written on a thread of their own, so that the payload is ready once the arrays
     are named: a warm worker that mapped them in an earlier run starts at once, while a new
@@ -121,7 +119,7 @@ class RunData:
         self.folder = tempfile.mkdtemp(prefix="nbtune-run-", dir=_temp_root())
         self._written: dict[str, str] = {}
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="nbtune-data")
-        _open_runs.add(self)
+        self._remove = weakref.finalize(self, shutil.rmtree, self.folder, ignore_errors=True)
 
     def dumps(self, obj: Any) -> bytes:
         """`obj` pickled (cloudpickle), each large array in it written once to the folder."""
@@ -146,9 +144,8 @@ class RunData:
 
     def close(self) -> None:
         """Remove the folder; workers keep what they have mapped until they let it go."""
-        _open_runs.discard(self)
         self._writer.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._remove()
 
 
 def _write(array: Any, path: str) -> None:
@@ -165,12 +162,6 @@ def _write(array: Any, path: str) -> None:
             file.write(f"{type(exc).__name__}: {exc}")
         with contextlib.suppress(OSError):
             os.remove(part)
-
-
-@atexit.register
-def _remove_open_runs() -> None:
-    for run in list(_open_runs):
-        run.close()
 
 
 class _MappingPickler(cloudpickle.CloudPickler):
