@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -277,3 +279,29 @@ def test_a_run_folder_left_open_goes_with_its_run_data():
     del run
     gc.collect()
     assert not os.path.exists(folder)
+
+
+def test_the_folder_of_a_killed_driver_is_removed_by_the_resource_tracker(tmp_path):
+    driver = (
+        "import os, numpy as np\n"
+        "from nbtune.executors._shared import RunData\n"
+        "run = RunData()\n"
+        "run.dumps(np.ones(1_000_000))\n"
+        "run.wait()\n"
+        "print(run.folder, flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True)
+    folder = done.stdout.strip()
+    assert folder.startswith(_shared._temp_root())
+    deadline = time.monotonic() + 10
+    while os.path.exists(folder) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(folder)
+
+
+def test_a_run_without_large_arrays_makes_no_folder():
+    run = RunData()
+    run.dumps(closure_over(np.ones(10)))
+    assert run._folder is None
+    run.close()

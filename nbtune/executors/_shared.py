@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import cloudpickle
+from loky.backend import resource_tracker
 
 MAP_MIN_BYTES = 1 << 20
 """Arrays from this size on travel as memory maps; smaller ones are pickled inline."""
@@ -116,10 +117,19 @@ class RunData:
     """
 
     def __init__(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix="nbtune-run-", dir=_temp_root())
+        self._folder: str | None = None
         self._written: dict[str, str] = {}
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="nbtune-data")
-        self._remove = weakref.finalize(self, shutil.rmtree, self.folder, ignore_errors=True)
+        self._remove: weakref.finalize | None = None
+
+    @property
+    def folder(self) -> str:
+        """The run's folder, made when the first array needs it (most runs have none)."""
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="nbtune-run-", dir=_temp_root())
+            resource_tracker.register(self._folder, "folder")
+            self._remove = weakref.finalize(self, _remove_folder, self._folder)
+        return self._folder
 
     def dumps(self, obj: Any) -> bytes:
         """`obj` pickled (cloudpickle), each large array in it written once to the folder."""
@@ -145,7 +155,16 @@ class RunData:
     def close(self) -> None:
         """Remove the folder; workers keep what they have mapped until they let it go."""
         self._writer.shutdown(wait=True, cancel_futures=True)
-        self._remove()
+        if self._remove is not None:
+            self._remove()
+
+
+def _remove_folder(folder: str) -> None:
+    """Remove a run's folder and tell loky's resource tracker, which removes the folders of a
+    driver that dies without doing so itself (killed), as it does for joblib's."""
+    shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(Exception):
+        resource_tracker.unregister(folder, "folder")
 
 
 def _write(array: Any, path: str) -> None:
