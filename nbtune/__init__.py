@@ -18,6 +18,7 @@ from nbtune.checkpoint import Checkpoint
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.events import EventBus
 from nbtune.executors import Executor, LokyExecutor, ThreadExecutor
+from nbtune.parameters import with_parameters
 from nbtune.schedulers import (
     ASHA,
     PBT,
@@ -119,4 +120,5 @@ __all__ = [
     "report",
     "sample_from",
     "uniform",
+    "with_parameters",
 ]

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
 from nbtune.errors import RunEndedError, TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
+from nbtune.executors._shared import check_picklable
 from nbtune.executors.loky import LokyExecutor
 from nbtune.front_end import SummarySlot
 from nbtune.progress import ProgressLine
@@ -584,7 +583,7 @@ def _check_trainable(trainable: object) -> None:
 
 def _check_picklable(trainable: object) -> None:
     try:
-        cloudpickle.dumps(trainable)
+        check_picklable(trainable)
     except Exception as exc:
         raise TypeError(
             f"the trainable {_trainable_name(trainable)!r} cannot be sent to worker processes "

@@ -20,6 +20,11 @@ speaks (`_lines`). The driver listens on the address from which it reaches the s
 which workers can reach as well in the usual layouts (a laptop or a login node next to the
 cluster); a worker that cannot connect fails its task, and the trial is reported lost.
 
+The trainable travels inline with each task when it is small; a large one (arrays it captures,
+`with_parameters` objects) is scattered to every worker once per run, its large buffers out
+of band (pickle protocol 5), and unpickled once per worker: its arrays are read-only views of
+what Dask received.
+
 Checkpoints make no shared-disk assumption. A resumed trial's checkpoint travels with its
 task (as an argument, or scattered first when large); a checkpoint the trial writes stays on
 the worker's local disk and is shipped to the driver, which writes it where the runner
@@ -37,9 +42,12 @@ retry from its checkpoint.
 from __future__ import annotations
 
 import itertools
+import pickle
 import tempfile
+import threading
 import uuid
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -144,11 +152,64 @@ def _run_on_worker(
         worker = distributed.get_worker().address
         with tempfile.TemporaryDirectory(prefix=f"nbtune-trial{launch.trial_id}-") as scratch:
             local = _on_local_disk(launch, checkpoint, Path(scratch))
-            run_trial(load_trainable(payload), local, _ShippingChannel(connection, worker))
+            trainable = _load(payload)
+            run_trial(trainable, local, _ShippingChannel(connection, worker))
         return True
     except (OSError, EOFError):
         hang_up()
         raise
+
+
+@dataclass(frozen=True, eq=False)
+class _Scattered:
+    """A large trainable's pickle, scattered to every worker once per run: the pickle stream
+    and, out of band, the large buffers in it (arrays), which Dask sends without copies."""
+
+    stream: bytes
+    buffers: tuple[Any, ...]
+
+
+def _payload(client: distributed.Client, trainable: Any) -> bytes | distributed.Future:
+    """The trainable's pickle: inline with each task when small, else scattered once to every
+    worker (`broadcast=True`) and loaded once per worker and run."""
+    buffers: list[pickle.PickleBuffer] = []
+
+    def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+        if buffer.raw().nbytes < INLINE_CHECKPOINT_BYTES:
+            return True
+        buffers.append(buffer)
+        return False
+
+    stream = cloudpickle.dumps(trainable, protocol=5, buffer_callback=out_of_band)
+    size = len(stream) + sum(buffer.raw().nbytes for buffer in buffers)
+    if size <= INLINE_CHECKPOINT_BYTES:
+        return cloudpickle.dumps(trainable)
+    import numpy as np
+
+    arrays = tuple(np.frombuffer(buffer.raw(), dtype=np.uint8) for buffer in buffers)
+    scattered = _Scattered(stream, arrays)
+    return client.scatter(scattered, broadcast=True, hash=False)
+
+
+_loaded: weakref.WeakKeyDictionary[_Scattered, Any] = weakref.WeakKeyDictionary()
+_loaded_lock = threading.Lock()
+
+
+def _load(payload: bytes | _Scattered) -> Any:
+    """The trainable, unpickled once per worker process and run; its arrays read-only.
+
+    A scattered one is kept while the worker holds the scattered payload, which it drops once
+    the run has ended (the driver releases it), so one run's data does not outlive it.
+    """
+    if isinstance(payload, bytes):
+        return load_trainable(payload)
+    with _loaded_lock:
+        trainable = _loaded.get(payload)
+        if trainable is None:
+            buffers = [memoryview(array).toreadonly() for array in payload.buffers]
+            trainable = pickle.loads(payload.stream, buffers=buffers)
+            _loaded[payload] = trainable
+        return trainable
 
 
 def _on_local_disk(launch: TrialLaunch, checkpoint: bytes | None, scratch: Path) -> TrialLaunch:
@@ -201,7 +262,7 @@ class DaskExecutor(Executor):
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         client = self.client
         self._resources = _dask_resources(self.resources_per_trial, _declared_resources(client))
-        self._payload = cloudpickle.dumps(trainable)
+        self._payload = _payload(client, trainable)
         host = distributed.utils.get_ip(distributed.comm.get_address_host(client.scheduler.address))
         self._lines = TrialLines("AF_INET", (host, 0), translate=self._receive_checkpoint)
         self._launches: dict[int, TrialLaunch] = {}
@@ -274,6 +335,7 @@ class DaskExecutor(Executor):
         self._lines = None
         self.client.cancel(list(self._futures.values()))
         self._futures.clear()
+        self._payload = None  # a scattered trainable leaves the workers' memory
 
     # ----- the driver's side of the checkpoints ---------------------------------------------
 

@@ -15,6 +15,8 @@ AF_UNIX line (about 0.03 ms per round trip; see `_lines`): a trial starts as soo
 idle, without a task submission or a handshake of its own. The pool is shared by every run in
 the process that asks for the same number of workers, so a second run starts on warm workers.
 It is nbtune's own pool, never joblib's global one, so `joblib.Parallel` keeps working beside it.
+The trainable is pickled once per run; large arrays in it travel as memory maps of files in a
+run-private folder (`_shared`), so workers share one copy of them.
 
 A worker that dies breaks the whole pool: loky fails every running task, then kills the
 other workers. The task callbacks run in between, so the workers still alive there are spared by
@@ -38,12 +40,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-import cloudpickle
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from nbtune.executors._base import Executor
 from nbtune.executors._lines import TrialLines, WorkerLine, connect, hang_up, load_trainable
+from nbtune.executors._shared import RunData, release_pages
 from nbtune.protocol import (
     NUDGE,
     Decision,
@@ -116,6 +118,8 @@ def _serve(payload: bytes, address: str, authkey: bytes) -> None:
             _run_one(payload, answer(connection), connection)
     except (OSError, EOFError):
         hang_up()
+    finally:
+        release_pages()
 
 
 _PARENT_CHECK_S = 1.0
@@ -198,6 +202,7 @@ class LokyExecutor(Executor):
         self._dropped: list[WorkerEvent] = []
         self._failure: BaseException | None = None
         self._open = False
+        self._data: RunData | None = None
 
     def gpus(self) -> list[str]:
         if self._gpus is None:
@@ -205,7 +210,8 @@ class LokyExecutor(Executor):
         return list(self._gpus)
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
-        self._payload = cloudpickle.dumps(trainable)
+        self._data = RunData()
+        self._payload = self._data.dumps(trainable)
         self._size = self.max_workers or max_workers
         self._pool = _acquire_pool(self._size)
         self._pools = [self._pool]
@@ -268,6 +274,9 @@ class LokyExecutor(Executor):
             pool.shutdown(wait=False, kill_workers=True)
 
     def close(self) -> None:
+        if self._data is not None:
+            self._data.close()
+            self._data = None
         if self._lines is None:
             return
         self._open = False

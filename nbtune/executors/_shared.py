@@ -1,0 +1,270 @@
+"""Large arrays travel to worker processes once per run, as read-only memory maps.
+
+    runner (open)                                  worker process
+    -------------                                  --------------
+    RunData(): a run-private folder (/dev/shm)
+    dumps(trainable): each large ndarray reached --> payload with a small reference per array
+      -> written once to <folder>/<token>.npy,         load_trainable(payload): the reference
+         on a thread of its own                        unpickles as the array this worker
+    close(): the folder is removed                     mapped before, or else (once the file
+                                                        is there) np.load(path, mmap_mode="r")
+
+The pickler sees every object the trainable reaches: a closure's cell, a global of
+`__main__`, a `functools.partial`'s arguments, `nbtune.with_parameters` objects, the arrays
+inside pandas objects (their blocks pickle as ndarrays). An ndarray of at least
+`MAP_MIN_BYTES` (without Python objects in it) is written once as a `.npy` file and pickled
+as a reference, as joblib's memmapping reducers do for its arguments; so workers share the
+file's pages (the page cache, or shared memory under /dev/shm) instead of each holding a copy.
+The arrays a trial gets are read-only (`np.load(mmap_mode="r")`): copy one to change it.
+
+A reference names its array by a token that stays the same from one run to the next as long
+as the driver's array is the same object with the same content (checked by a CRC of its
+bytes), so a worker kept warm across runs reuses what it mapped already. On Linux a mapped
+file lives on after its folder is removed, until the last worker lets it go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import mmap
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+import zlib
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import cloudpickle
+from loky.backend import resource_tracker
+
+MAP_MIN_BYTES = 1 << 20
+"""Arrays from this size on travel as memory maps; smaller ones are pickled inline."""
+
+_MAPPED_KEPT = 8
+"""How many mapped arrays a worker keeps for runs to come (the most recently used)."""
+
+
+def _temp_root() -> str:
+    """Shared memory where there is some (as joblib picks), else the temporary folder."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK):
+        return shm
+    return tempfile.gettempdir()
+
+
+class _Known:
+    """The driver's record of an array it has written: its token while its bytes stay."""
+
+    __slots__ = ("array", "crc", "token")
+
+    def __init__(self, array: Any, crc: int, token: str) -> None:
+        self.array = weakref.ref(array)
+        self.crc = crc
+        self.token = token
+
+
+_known: dict[int, _Known] = {}
+_known_lock = threading.Lock()
+
+
+def _token_for(array: Any) -> str:
+    """A name for `array`'s content, the same as last run's if it is the same object with
+    the same bytes (a new one otherwise)."""
+    crc = zlib.crc32(_bytes_of(array))
+    with _known_lock:
+        known = _known.get(id(array))
+        if known is not None and known.array() is array and known.crc == crc:
+            return known.token
+        token = uuid.uuid4().hex
+        try:
+            _known[id(array)] = _Known(array, crc, token)
+            weakref.finalize(array, _known.pop, id(array), None)
+        except TypeError:  # an array subclass without weak references: no reuse across runs
+            pass
+        return token
+
+
+def _bytes_of(array: Any) -> memoryview:
+    import numpy as np
+
+    return memoryview(np.ascontiguousarray(array)).cast("B")
+
+
+def _is_large_array(obj: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return (
+        np is not None
+        and type(obj) in (np.ndarray, np.memmap)
+        and obj.nbytes >= MAP_MIN_BYTES
+        and not obj.dtype.hasobject
+    )
+
+
+class RunData:
+    """A run's folder of mapped arrays: created here, removed by `close()` (or when it is
+    collected, or at the interpreter's exit).
+
+    Files are written on a thread of their own, so that the payload is ready once the arrays
+    are named: a warm worker that mapped them in an earlier run starts at once, while a new
+    one waits for each file it lacks (it appears whole, by a rename).
+    """
+
+    def __init__(self) -> None:
+        self._folder: str | None = None
+        self._written: dict[str, str] = {}
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="nbtune-data")
+        self._remove: weakref.finalize | None = None
+
+    @property
+    def folder(self) -> str:
+        """The run's folder, made when the first array needs it (most runs have none)."""
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="nbtune-run-", dir=_temp_root())
+            resource_tracker.register(self._folder, "folder")
+            self._remove = weakref.finalize(self, _remove_folder, self._folder)
+        return self._folder
+
+    def dumps(self, obj: Any) -> bytes:
+        """`obj` pickled (cloudpickle), each large array in it written once to the folder."""
+        buffer = io.BytesIO()
+        _MappingPickler(buffer, self).dump(obj)
+        return buffer.getvalue()
+
+    def path_of(self, array: Any) -> tuple[str, str]:
+        """The token and path of `array`'s file, on its way there if this run has not yet
+        written it."""
+        token = _token_for(array)
+        path = self._written.get(token)
+        if path is None:
+            path = os.path.join(self.folder, f"{token}.npy")
+            self._writer.submit(_write, array, path)
+            self._written[token] = path
+        return token, path
+
+    def wait(self) -> None:
+        """Block until every file is written (for tests and benchmarks)."""
+        self._writer.submit(lambda: None).result()
+
+    def close(self) -> None:
+        """Remove the folder; workers keep what they have mapped until they let it go."""
+        self._writer.shutdown(wait=True, cancel_futures=True)
+        if self._remove is not None:
+            self._remove()
+
+
+def _remove_folder(folder: str) -> None:
+    """Remove a run's folder and tell loky's resource tracker, which removes the folders of a
+    driver that dies without doing so itself (killed), as it does for joblib's."""
+    shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(Exception):
+        resource_tracker.unregister(folder, "folder")
+
+
+def _write(array: Any, path: str) -> None:
+    """Write `array` to `path` as a `.npy` file that appears whole, or an `.error` file."""
+    import numpy as np
+
+    part = f"{path}.part"
+    try:
+        with open(part, "wb") as file:
+            np.save(file, array, allow_pickle=False)
+        os.replace(part, path)
+    except Exception as exc:
+        with contextlib.suppress(OSError), open(f"{path}.error", "w") as file:
+            file.write(f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(OSError):
+            os.remove(part)
+
+
+class _MappingPickler(cloudpickle.CloudPickler):
+    """cloudpickle, with each large ndarray replaced by a reference to its file."""
+
+    def __init__(self, file: io.BytesIO, run: RunData) -> None:
+        super().__init__(file)
+        self._run = run
+
+    def reducer_override(self, obj: Any) -> Any:
+        if _is_large_array(obj):
+            token, path = self._run.path_of(obj)
+            return _mapped, (token, path)
+        return super().reducer_override(obj)
+
+
+class _SizingPickler(cloudpickle.CloudPickler):
+    """cloudpickle into nowhere, large arrays left out: whether an object pickles, cheaply."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if _is_large_array(obj):
+            return _mapped, ("", "")
+        return super().reducer_override(obj)
+
+
+class _Nowhere(io.RawIOBase):
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return len(memoryview(data))
+
+
+def check_picklable(obj: Any) -> None:
+    """Raise what pickling `obj` for a worker would raise, without copying its large arrays."""
+    _SizingPickler(_Nowhere()).dump(obj)
+
+
+# ----- the worker's side -------------------------------------------------------------------------
+
+_mapped_arrays: OrderedDict[str, Any] = OrderedDict()
+_mapped_lock = threading.Lock()
+
+
+def _mapped(token: str, path: str) -> Any:
+    """The array behind a reference: the one this worker mapped already, or its file mapped."""
+    import numpy as np
+
+    with _mapped_lock:
+        array = _mapped_arrays.get(token)
+        if array is None:
+            _wait_for(path)
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+            _mapped_arrays[token] = array
+            while len(_mapped_arrays) > _MAPPED_KEPT:
+                _mapped_arrays.popitem(last=False)
+        else:
+            _mapped_arrays.move_to_end(token)
+        return array
+
+
+def _wait_for(path: str) -> None:
+    """Wait until the driver has written `path`; raise if it could not, or the run is over."""
+    pause = 0.001
+    while not os.path.exists(path):
+        with contextlib.suppress(FileNotFoundError), open(f"{path}.error") as error:
+            raise OSError(f"nbtune could not write an array for the workers: {error.read()}")
+        if not os.path.isdir(os.path.dirname(path)):
+            raise FileNotFoundError(f"{path}: its run has ended")
+        time.sleep(pause)
+        pause = min(2 * pause, 0.02)
+
+
+def release_pages() -> None:
+    """Take the pages of the arrays this worker keeps mapped out of its resident set, when a
+    run ends; the maps stay valid and their files' pages stay in memory (shared, or the page
+    cache), so the next run that reads them faults them back in, reading nothing from disk.
+
+    loky recycles a worker whose resident set grew by more than 300 MB over a task (its
+    memory leak check, which counts mapped pages); without this, a warm worker that read a
+    large array would be replaced after every run, and its maps with it.
+    """
+    with _mapped_lock:
+        for array in _mapped_arrays.values():
+            pages = getattr(array, "_mmap", None)
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                pages.madvise(mmap.MADV_DONTNEED)
