@@ -173,6 +173,7 @@ class Tuner(ResultsView):
             self.scheduler.setup(metric, mode, self.seed)
         self.executor = executor or LokyExecutor()
         self.resources = TrialResources.parse(resources_per_trial)
+        self.resources_per_trial = dict(resources_per_trial or {}) or None
         if self.executor.schedules_resources and resources_per_trial:
             self.executor.use_resources(resources_per_trial)
         elif not self.executor.schedules_resources:
@@ -315,8 +316,9 @@ class Tuner(ResultsView):
         spec = reader.spec()
         for key in ("metric", "mode", "num_samples", "max_concurrent", "seed"):
             options.setdefault(key, spec[key])
-        if "keep_checkpoints" in spec:
-            options.setdefault("keep_checkpoints", spec["keep_checkpoints"])
+        for key in ("keep_checkpoints", "resources_per_trial"):
+            if key in spec:
+                options.setdefault(key, spec[key])
         return cls(
             trainable, name=spec["name"], storage_path=reader.path.parent, resume=True, **options
         )
@@ -563,6 +565,7 @@ class Tuner(ResultsView):
                 "max_concurrent": self.max_concurrent,
                 "seed": self.seed,
                 "keep_checkpoints": self.keep_checkpoints,
+                "resources_per_trial": self.resources_per_trial,
                 "parameter_names": list(self.space.parameter_names),
                 "trainable": _trainable_name(self.trainable),
                 "created_at": time.time(),

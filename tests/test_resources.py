@@ -124,3 +124,17 @@ def test_gpus_are_picked_among_those_not_taken():
     assert half.pick(["0"], ["0", "0"]) is None
     assert half.at_once(cpus=8, gpus=2) == 4
     assert TrialResources().pick(["0"], []) == ""
+
+
+def test_a_restored_run_keeps_its_resources(make_tuner):
+    tuner = make_tuner(
+        trainables.count_up,
+        {"steps": 1},
+        resources_per_trial={"gpu": 1},
+        executor=nt.LokyExecutor(gpus=["7"]),
+    )
+    tuner.run()
+    restored = nt.Tuner.restore(
+        tuner.path, trainables.count_up, executor=nt.LokyExecutor(gpus=["7"]), progress=False
+    )
+    assert restored.resources == TrialResources(gpu=1.0)
