@@ -84,6 +84,7 @@ class TrialSession:
         self._checkpoint_dir = Path(checkpoint_dir)
         self._output = io.StringIO() if capture_output else None
         self._free_steps = 0
+        self._ended: type[BaseException] | None = None
         self.checkpoint_on_demand: Callable[[], Any] | None = None
 
     def report(self, metrics: dict[str, Any], checkpoint: Any = None) -> None:
@@ -97,7 +98,13 @@ class TrialSession:
 
         The values leave as plain Python (see `nbtune.metrics.plain`): nothing past this point
         sees a NumPy or torch scalar.
+
+        Once the runner has ended or paused the trial, a further report (from a `finally:`
+        block, or after catching the stop) sends nothing and raises the same again: the line
+        already belongs to the next trial, whose launch must not be read as a reply.
         """
+        if self._ended is not None:
+            raise self._ended
         metrics = plain(metrics)
         reserved = RESERVED_KEYS.intersection(metrics)
         if reserved:
@@ -117,7 +124,7 @@ class TrialSession:
         if decision is Decision.PAUSE:
             decision = self._pause(path)
         if decision is Decision.STOP:
-            raise TrialStopped
+            self._end(TrialStopped)
 
     def _pause(self, checkpoint_path: str | None) -> Decision:
         """Pause as the runner asked: by checkpoint if there is one for this very iteration
@@ -125,12 +132,22 @@ class TrialSession:
         path = checkpoint_path or self._checkpoint_now()
         if path is not None:
             self._channel.send(WorkerPaused(self.trial_id, path))
-            raise TrialPaused
+            self._end(TrialPaused)
         self._channel.send(WorkerSuspended(self.trial_id))
         decision = self._await_reply()
         while decision is Decision.PAUSE:
             decision = self._await_reply()
         return decision
+
+    def _end(self, how: type[BaseException]) -> None:
+        """Leave the trial as the runner said (stopped or paused), for good."""
+        self._ended = how
+        raise how
+
+    @property
+    def paused(self) -> bool:
+        """Whether the trial left its worker paused (it must then say nothing more)."""
+        return self._ended is TrialPaused
 
     def _await_reply(self) -> Decision:
         reply: Reply = answer(self._channel)

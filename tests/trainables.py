@@ -310,3 +310,23 @@ def repeated(config):
     for step in range(start + 1, config.get("steps", 1) + 1):
         time.sleep(config.get("interval", 0))
         nt.report(loss=loss, checkpoint={"step": step})
+
+
+def reports_in_finally(config):
+    """Reports until it is stopped, then reports once more from a `finally:` block."""
+    step = 0
+    try:
+        while True:
+            step += 1
+            nt.report(loss=1.0 / step)
+    finally:
+        nt.report(loss=0.0, last=True)
+
+
+def swallows_the_stop(config):
+    """Catches everything `report` raises, the stop included, and reports on."""
+    for step in range(1, 6):
+        try:
+            nt.report(loss=1.0 / step)
+        except BaseException:
+            nt.report(loss=0.0, caught=True)
