@@ -89,13 +89,16 @@ class _Log:
     """An append-only log of text lines, each written whole or not at all.
 
     A line is written with one `os.write` (more if the system writes part of it); if that
-    fails, the file is cut back to where the line began, so no torn line is left behind.
+    fails, the file is cut back to where the line began, so no torn line is left behind. A
+    torn line that a killed process left at the end is cut off on opening, before anything is
+    appended: else the next line would be glued to it and lost with it.
     """
 
     def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        self.size = os.fstat(self._fd).st_size
+        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        self.size = _whole_lines(self._fd)
         """Bytes in the file: where the next line begins."""
+        os.ftruncate(self._fd, self.size)
 
     def append(self, line: str) -> None:
         encoded = line.encode("utf-8")
@@ -115,6 +118,18 @@ class _Log:
             os.fsync(self._fd)
         finally:
             os.close(self._fd)
+
+
+def _whole_lines(fd: int, chunk: int = 4096) -> int:
+    """The length of the file `fd` up to its last newline (0 if it has none)."""
+    end = os.fstat(fd).st_size
+    while end > 0:
+        start = max(0, end - chunk)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
 
 
 def _trial_to_record(trial: Trial) -> dict[str, Any]:
