@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import cloudpickle
 
-from nbtune.metrics import plain
+from nbtune.metrics import storable
 from nbtune.protocol import (
     Decision,
     Nudge,
@@ -96,8 +96,9 @@ class TrialSession:
         criterion falls on them), so they travel without a round trip. Should the runner need
         an answer sooner (the user paused the trial), it nudges, and the next report waits.
 
-        The values leave as plain Python (see `nbtune.metrics.plain`): nothing past this point
-        sees a NumPy or torch scalar.
+        The values leave as plain Python, anything else pickled (see `nbtune.metrics.storable`):
+        nothing past this point sees a NumPy or torch scalar, or unpickles what the trial
+        reported; what cannot be recorded faithfully raises here, naming its key.
 
         Once the runner has ended or paused the trial, a further report (from a `finally:`
         block, or after catching the stop) sends nothing and raises the same again: the line
@@ -105,7 +106,7 @@ class TrialSession:
         """
         if self._ended is not None:
             raise self._ended
-        metrics = plain(metrics)
+        metrics = storable(metrics)
         reserved = RESERVED_KEYS.intersection(metrics)
         if reserved:
             name = sorted(reserved)[0]

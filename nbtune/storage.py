@@ -37,6 +37,7 @@ from typing import Any
 import cloudpickle
 
 from nbtune.errors import ExperimentWriteError
+from nbtune.metrics import Pickled
 from nbtune.trial import Trial, TrialStatus
 
 _COMPACT_EVERY = 1000
@@ -45,16 +46,24 @@ FORMAT_VERSION = 1
 
 
 def _to_json(value: Any) -> Any:
-    """JSON fallback: NumPy scalars as numbers, anything else pickled and base64-encoded."""
+    """JSON fallback: NumPy scalars as numbers, a reported value that the worker pickled as
+    it is (with its type and repr), anything else pickled and base64-encoded."""
+    if isinstance(value, Pickled):
+        data = base64.b64encode(value.data).decode("ascii")
+        return {"__pickle__": data, "type": value.type_name, "repr": value.text}
     if hasattr(value, "item") and hasattr(value, "dtype") and getattr(value, "ndim", None) == 0:
         return value.item()
     return {"__pickle__": base64.b64encode(cloudpickle.dumps(value)).decode("ascii")}
 
 
 def _from_json(obj: dict) -> Any:
-    if len(obj) == 1 and "__pickle__" in obj:
+    """A reported value that the worker pickled comes back still pickled (`Pickled`): reading
+    results unpickles nothing that a trial reported."""
+    if "__pickle__" not in obj:
+        return obj
+    if len(obj) == 1:
         return cloudpickle.loads(base64.b64decode(obj["__pickle__"]))
-    return obj
+    return Pickled(base64.b64decode(obj["__pickle__"]), obj["type"], obj["repr"])
 
 
 def dumps(value: Any) -> str:

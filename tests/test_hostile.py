@@ -44,3 +44,29 @@ def test_a_restored_run_cuts_a_torn_last_line_before_it_appends(make_tuner, recw
     for log in ("results.jsonl", "trials.jsonl", "commands.jsonl"):
         text = (tuner.path / log).read_text()
         assert text.endswith("\n") or not text, f"{log} ends in whole lines"
+
+
+def test_an_odd_value_ends_its_trial_with_one_line_naming_the_key_and_the_run_goes_on(make_tuner):
+    kinds = [*trainables.ODD_VALUES, "loads_nowhere"]
+    tuner = make_tuner(trainables.reports_odd, {"odd": nt.grid(kinds)}, metric="loss")
+    tuner.run()
+    assert tuner.state == "finished"
+    errors = {trial.config["odd"]: trial.error for trial in tuner.trials}
+    named = {
+        "huge_int": "loss",
+        "huge_extra": "count",
+        "tuple_keys": "table",
+        "circular": "loop",
+        "int_and_text_key": "by_id",
+    }
+    for kind, key in named.items():
+        assert errors[kind] is not None and key in errors[kind], (kind, errors[kind])
+        assert "\n" not in errors[kind]
+    assert errors["loads_nowhere"] is None, "a value the kernel cannot load is kept, unloaded"
+    again = nt.Tuner.restore(tuner.path, trainables.reports_odd, progress=False)
+    again.run()
+    history = nt.load(tuner.path).history()
+    assert len(history) == len(kinds) + 2, "each trial's first result, and two more of the last"
+    blob = history["blob"].dropna().iloc[0]
+    with pytest.raises(RuntimeError, match="cannot be loaded here"):
+        blob.load()

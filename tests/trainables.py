@@ -330,3 +330,38 @@ def swallows_the_stop(config):
             nt.report(loss=1.0 / step)
         except BaseException:
             nt.report(loss=0.0, caught=True)
+
+
+class LoadsNowhere:
+    """Pickles in the worker, but its pickle raises wherever it is loaded."""
+
+    def __reduce__(self):
+        return _refuse_to_load, ()
+
+
+def _refuse_to_load():
+    raise RuntimeError("this value cannot be loaded here")
+
+
+def _circular():
+    loop = {"a": 1}
+    loop["self"] = loop
+    return loop
+
+
+ODD_VALUES = {
+    "huge_int": lambda: {"loss": 10**400},
+    "huge_extra": lambda: {"loss": 0.5, "count": -(10**5000)},
+    "tuple_keys": lambda: {"loss": 0.5, "table": {(1, 2): 3}},
+    "circular": lambda: {"loss": 0.5, "loop": _circular()},
+    "int_and_text_key": lambda: {"loss": 0.5, "by_id": {1: "a", "1": "b"}},
+}
+
+
+def reports_odd(config):
+    """Reports a plain result, then the odd one named by `config["odd"]` (or a value that
+    cannot be loaded outside the worker), then a plain one again."""
+    nt.report(loss=1.0)
+    odd = config["odd"]
+    nt.report(ODD_VALUES[odd]() if odd in ODD_VALUES else {"loss": 0.5, "blob": LoadsNowhere()})
+    nt.report(loss=0.25)
