@@ -39,7 +39,8 @@ from nbtune.storage import ExperimentReader, ExperimentStorage
 from nbtune.trainable import is_class_trainable
 from nbtune.trial import Trial, TrialStatus
 
-_NAME = re.compile(r"^[\w.\-]+$")
+_NAME = re.compile(r"[\w.\-]+")
+_NAME_MAX_BYTES = 255
 _COMMAND_TIMEOUT_S = 10.0
 
 
@@ -144,9 +145,9 @@ class Tuner(ResultsView):
         self.trainable = trainable
         self.metric = metric
         self.mode = mode
-        self.name = name or f"{_trainable_name(trainable)}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if not _NAME.match(self.name):
-            raise ValueError(f"name={self.name!r}: use letters, digits, '_', '-' and '.' only")
+        self.name = _checked_name(
+            name or f"{_trainable_name(trainable)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         self.path = Path(storage_path) / self.name
         self.overwrite = overwrite
         self._previous = _previous_run(self.path) if resume else None
@@ -508,6 +509,14 @@ class Tuner(ResultsView):
         return self._runner
 
     def _check_free_name(self) -> None:
+        """Refuse to write over an experiment unless told to, and ever to remove a folder
+        that is not one (or a link to one)."""
+        replaceable = ExperimentStorage(self.path).exists and not self.path.is_symlink()
+        if self.overwrite and os.path.lexists(self.path) and not replaceable:
+            raise FileExistsError(
+                f"{self.path} is not the folder of an nbtune experiment; overwrite=True "
+                "replaces only such a folder: pick another name=..., or remove it yourself"
+            )
         if self.overwrite or self._previous is not None or not ExperimentStorage(self.path).exists:
             return
         raise FileExistsError(
@@ -546,6 +555,18 @@ class Tuner(ResultsView):
             }
         )
         return storage
+
+
+def _checked_name(name: Any) -> str:
+    """`name` if it is one plain folder name: not a path, not '.' or '..' (which overwrite
+    would take for the runs folder or its parent), no newline, short enough for the system."""
+    plain = isinstance(name, str) and _NAME.fullmatch(name) and name not in (".", "..")
+    if not plain or len(name.encode()) > _NAME_MAX_BYTES:
+        raise (ValueError if isinstance(name, str) else TypeError)(
+            f"name={name!r}: use one folder name of letters, digits, '_', '-' and '.' "
+            f"(not '.' or '..'), at most {_NAME_MAX_BYTES} bytes"
+        )
+    return name
 
 
 def _check_trainable(trainable: object) -> None:

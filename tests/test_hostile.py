@@ -70,3 +70,34 @@ def test_an_odd_value_ends_its_trial_with_one_line_naming_the_key_and_the_run_go
     blob = history["blob"].dropna().iloc[0]
     with pytest.raises(RuntimeError, match="cannot be loaded here"):
         blob.load()
+
+
+@pytest.mark.parametrize("name", [".", "..", "demo\n", "a" * 300, "../up", "a\\b", 3])
+def test_a_name_that_is_not_one_plain_folder_is_refused_in_one_line(runs, tmp_path, name):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("precious")
+    runs.mkdir()
+    with pytest.raises((ValueError, TypeError), match=r"^name=.*: use one folder name") as error:
+        nt.Tuner(trainables.count_up, name=name, storage_path=runs, overwrite=True)
+    assert "\n" not in str(error.value)
+    assert keep.read_text() == "precious" and runs.is_dir(), "nothing is removed"
+
+
+def test_overwrite_removes_only_an_nbtune_experiment(runs):
+    folder = runs / "notes"
+    folder.mkdir(parents=True)
+    (folder / "thesis.tex").write_text("precious")
+    with pytest.raises(
+        FileExistsError, match="is not the folder of an nbtune experiment; overwrite=True"
+    ):
+        nt.Tuner(trainables.count_up, name="notes", storage_path=runs, overwrite=True)
+    assert (folder / "thesis.tex").read_text() == "precious"
+
+
+def test_overwrite_does_not_follow_a_link_to_an_experiment(make_tuner, runs):
+    elsewhere = make_tuner(trainables.count_up, {"steps": 1}, name="elsewhere", metric="loss")
+    elsewhere.run()
+    (runs / "link").symlink_to(elsewhere.path)
+    with pytest.raises(FileExistsError, match="is not the folder of an nbtune experiment"):
+        make_tuner(trainables.count_up, name="link", overwrite=True)
+    assert len(nt.load(elsewhere.path).history()) == 1
