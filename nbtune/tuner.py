@@ -443,15 +443,26 @@ class Tuner(ResultsView):
         return command
 
     def _command(self, name: str, command: Callable[[], Any], **arguments: Any) -> Any:
-        """Run `command` on the runner thread, logged as `name(**arguments)`; wait for it."""
+        """Run `command` on the runner thread, logged as `name(**arguments)`; wait for it.
+
+        What the command changed is on disk before it is acknowledged (the searcher's and
+        scheduler's state too, which the runner otherwise saves now and then), so a driver
+        killed just after `extend(4)` returned still has those samples when restored.
+        """
         runner = self._started_runner()
         if runner.done.is_set():
             raise RunEndedError(
                 f"the run {self.name!r} has ended ({runner.state}); start a new Tuner "
                 "(or Tuner.restore) to go on"
             )
+
+        def apply() -> Any:
+            result = runner.apply_command(name, arguments, command)
+            runner.storage.write_state(runner.saved_state())
+            return result
+
         try:
-            future = runner.call(lambda: runner.apply_command(name, arguments, command))
+            future = runner.call(apply)
             return future.result(timeout=_COMMAND_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             raise RunEndedError(

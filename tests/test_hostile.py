@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
 import trainables
 
@@ -101,3 +108,35 @@ def test_overwrite_does_not_follow_a_link_to_an_experiment(make_tuner, runs):
     with pytest.raises(FileExistsError, match="is not the folder of an nbtune experiment"):
         make_tuner(trainables.count_up, name="link", overwrite=True)
     assert len(nt.load(elsewhere.path).history()) == 1
+
+
+def test_an_acknowledged_extend_survives_the_driver_s_death(runs):
+    driver = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import threading
+        import nbtune as nt, trainables
+        from nbtune.events import TrialStarted
+        started = threading.Semaphore(0)
+        def count_starts(event):
+            if isinstance(event, TrialStarted):
+                started.release()
+        tuner = nt.Tuner(trainables.silent, {{"seconds": 60}}, metric="loss", num_samples=2,
+                         max_concurrent=2, name="extended", storage_path={str(runs)!r},
+                         progress=False, callbacks=[count_starts])
+        tuner.start()
+        started.acquire(), started.acquire()  # the run saved its state; it reports nothing more
+        tuner.extend(4)
+        print("acknowledged", flush=True)
+        tuner.wait()
+    """)
+    process = subprocess.Popen(
+        [sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert process.stdout.readline() == "acknowledged\n"
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    again = nt.Tuner.restore(runs / "extended", trainables.silent, progress=False)
+    assert again.searcher.planned_trials == 6
