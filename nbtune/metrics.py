@@ -56,6 +56,12 @@ class Pickled:
     type_name: str
     text: str
 
+    @classmethod
+    def of(cls, value: Any) -> Pickled:
+        """`value` pickled (raises whatever pickling it raises)."""
+        shown = reprlib.repr(value).replace("\n", " ")
+        return cls(cloudpickle.dumps(value), type(value).__name__, shown)
+
     def load(self) -> Any:
         """The reported value, unpickled: only for values from runs you trust."""
         return cloudpickle.loads(self.data)
@@ -133,16 +139,15 @@ def _as_is(value: Any, where: str) -> Any:
 
 
 def _pickled(value: Any, where: str) -> Pickled:
-    shown = reprlib.repr(value).replace("\n", " ")
     try:
-        data = cloudpickle.dumps(value)
+        return Pickled.of(value)
     except Exception as exc:
+        shown = reprlib.repr(value).replace("\n", " ")
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
         raise TypeError(
             f"{where}={shown} ({type(value).__name__}) cannot be pickled ({reason}); "
             "report plain data there"
         ) from None
-    return Pickled(data, type(value).__name__, shown)
 
 
 def _scalar(value: Any) -> Any:

@@ -18,13 +18,17 @@ file and renamed, so a crash leaves the old version or the new one, never half o
 A write that fails (disk full, file too large) is undone where it started (a log is cut back
 to its last whole line, a temporary file removed) and raises `ExperimentWriteError`, which
 stops the run: what is on disk stays readable, and `Tuner.restore` carries the run on.
-Pickled files run code when loaded: only load experiment directories you trust.
+Values that are not plain data are stored pickled, and read back still pickled (`Pickled`)
+unless the reader trusts the directory: reading results runs no code. `state.pkl` is a pickle
+through and through; only a restore loads it, so only restore runs you trust.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
+import functools
 import json
 import os
 import time
@@ -45,33 +49,64 @@ FORMAT_VERSION = 1
 """The layout of the experiment directory; bumped when an older nbtune could not read it."""
 
 
+_PICKLE = "__pickle__"
+_ESCAPE = "__dict__"
+_MARKERS = frozenset({_PICKLE, _ESCAPE})
+"""Keys of the JSON objects that stand for something else: a pickled value
+(`{"__pickle__": base64, "type": ..., "repr": ...}`), or a dict whose own keys include one of
+these (`{"__dict__": [[key, value], ...]}`), so that any reported dict reads back unchanged."""
+
+
 def _to_json(value: Any) -> Any:
-    """JSON fallback: NumPy scalars as numbers, a reported value that the worker pickled as
-    it is (with its type and repr), anything else pickled and base64-encoded."""
-    if isinstance(value, Pickled):
-        data = base64.b64encode(value.data).decode("ascii")
-        return {"__pickle__": data, "type": value.type_name, "repr": value.text}
+    """JSON fallback: NumPy scalars as numbers, anything else as a pickle (a reported value as
+    its worker pickled it), base64-encoded, with its type and a short repr to show."""
     if hasattr(value, "item") and hasattr(value, "dtype") and getattr(value, "ndim", None) == 0:
         return value.item()
-    return {"__pickle__": base64.b64encode(cloudpickle.dumps(value)).decode("ascii")}
+    pickled = value if isinstance(value, Pickled) else Pickled.of(value)
+    data = base64.b64encode(pickled.data).decode("ascii")
+    return {_PICKLE: data, "type": pickled.type_name, "repr": pickled.text}
 
 
-def _from_json(obj: dict) -> Any:
-    """A reported value that the worker pickled comes back still pickled (`Pickled`): reading
-    results unpickles nothing that a trial reported."""
-    if "__pickle__" not in obj:
+def _escaped(value: Any) -> Any:
+    """`value` with every dict whose keys include a marker written as a list of pairs."""
+    if isinstance(value, dict):
+        items = {key: _escaped(item) for key, item in value.items()}
+        return (
+            {_ESCAPE: [list(pair) for pair in items.items()]} if _MARKERS & items.keys() else items
+        )
+    if isinstance(value, (list, tuple)):
+        return [_escaped(item) for item in value]
+    return value
+
+
+def _from_json(obj: dict, trust: bool) -> Any:
+    """A JSON object back as it was written: a pickled value stays `Pickled` (unpickling runs
+    code) unless `trust`; an object that merely looks like one (written by an nbtune that did
+    not escape it) comes back as it is."""
+    if len(obj) == 1 and isinstance(obj.get(_ESCAPE), list):
+        return dict(obj[_ESCAPE])
+    if not isinstance(obj.get(_PICKLE), str):
         return obj
-    if len(obj) == 1:
-        return cloudpickle.loads(base64.b64decode(obj["__pickle__"]))
-    return Pickled(base64.b64decode(obj["__pickle__"]), obj["type"], obj["repr"])
+    try:
+        data = base64.b64decode(obj[_PICKLE], validate=True)
+    except binascii.Error:
+        return obj
+    pickled = Pickled(data, obj.get("type", "object"), obj.get("repr", "(pickled)"))
+    return pickled.load() if trust else pickled
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, default=_to_json, separators=(",", ":"))
+    """`value` as one line of JSON. Only a value with a marker key in it (rare: a pickled
+    value, or a dict that looks like one) is walked again to escape what needs it."""
+    text = json.dumps(value, default=_to_json, separators=(",", ":"))
+    if any(f'"{marker}"' in text for marker in _MARKERS):
+        text = json.dumps(_escaped(value), default=_to_json, separators=(",", ":"))
+    return text
 
 
-def loads(line: str) -> Any:
-    return json.loads(line, object_hook=_from_json)
+def loads(line: str, *, trust: bool = False) -> Any:
+    """A value that `dumps` wrote; its pickles are unpickled only if `trust` (see `Pickled`)."""
+    return json.loads(line, object_hook=functools.partial(_from_json, trust=trust))
 
 
 def write_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
@@ -321,23 +356,29 @@ class ExperimentReader:
                 f"results are intact: nbtune.load({str(self.path)!r}) still reads them"
             ) from None
 
-    def results(self) -> list[dict[str, Any]]:
-        return list(_read_lines(self.path / "results.jsonl"))
+    def results(self, *, trust: bool = False) -> list[dict[str, Any]]:
+        """Every result in the log. A value that was stored pickled stays `Pickled` unless
+        `trust`: a restore needs none of them unpickled, and a look at the results runs no
+        code."""
+        return list(_read_lines(self.path / "results.jsonl", trust=trust))
 
-    def trials(self, results: list[dict[str, Any]], metric: str | None, mode: str) -> list[Trial]:
+    def trials(
+        self, results: list[dict[str, Any]], metric: str | None, mode: str, *, trust: bool = False
+    ) -> list[Trial]:
         """Every trial's latest record; its results are replayed from `results`.
 
         The journal records status changes and checkpoints; the result log is the truth for
-        iterations, last results and best values (it is written first).
+        iterations, last results and best values (it is written first). Config values that
+        were stored pickled are unpickled only if `trust` (a restore must, to run them).
         """
         records: dict[int, dict[str, Any]] = {}
         offset = 0
         snapshot_path = self.path / "trials.json"
         if snapshot_path.exists():
-            snapshot = loads(snapshot_path.read_text())
+            snapshot = loads(snapshot_path.read_text(), trust=trust)
             offset = snapshot["journal_offset"]
             records = {record["trial_id"]: record for record in snapshot["trials"]}
-        for record in _read_lines(self.path / "trials.jsonl", offset):
+        for record in _read_lines(self.path / "trials.jsonl", offset, trust=trust):
             records[record["trial_id"]] = record
         trials = {
             trial_id: _trial_from_record({**records[trial_id], "iteration": 0, "best_value": None})
@@ -350,7 +391,7 @@ class ExperimentReader:
         return list(trials.values())
 
 
-def _read_lines(path: Path, offset: int = 0) -> Iterator[dict[str, Any]]:
+def _read_lines(path: Path, offset: int = 0, *, trust: bool) -> Iterator[dict[str, Any]]:
     """Parse a JSON-lines log from `offset`, skipping (with a warning) a torn last line."""
     if not path.exists():
         return
@@ -361,7 +402,7 @@ def _read_lines(path: Path, offset: int = 0) -> Iterator[dict[str, Any]]:
         if not line:
             continue
         try:
-            yield loads(line)
+            yield loads(line, trust=trust)
         except json.JSONDecodeError:
             where = "its last line" if number >= len(lines) - 2 else f"line {number + 1}"
             warnings.warn(f"{path}: skipped {where}, which is incomplete", stacklevel=2)

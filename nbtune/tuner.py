@@ -209,7 +209,7 @@ class Tuner(ResultsView):
         )
         if self._previous is not None:
             results = self._previous.results()
-            trials = self._previous.trials(results, self.metric, self.mode)
+            trials = self._previous.trials(results, self.metric, self.mode, trust=True)
             self.searcher.restore(trials)
             self._runner.carry_on(trials, results)
         context = contextvars.copy_context()

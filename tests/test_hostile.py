@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import trainables
 
 import nbtune as nt
+from nbtune.metrics import Pickled
 
 
 @pytest.mark.parametrize("trainable", [trainables.reports_in_finally, trainables.swallows_the_stop])
@@ -140,3 +145,35 @@ def test_an_acknowledged_extend_survives_the_driver_s_death(runs):
         process.wait()
     again = nt.Tuner.restore(runs / "extended", trainables.silent, progress=False)
     assert again.searcher.planned_trials == 6
+
+
+def test_reported_dicts_that_look_like_pickles_round_trip_and_load_unpickles_only_if_trusted(
+    make_tuner,
+):
+    tuner = make_tuner(trainables.reports_lookalikes, metric="loss")
+    tuner.run()
+    (row,) = nt.load(tuner.path).history().to_dict("records")
+    for key, value in trainables.LOOKALIKES.items():
+        assert row[key] == value
+    assert isinstance(row["grid"], Pickled), "loading unpickles nothing by default"
+    (trusted,) = nt.load(tuner.path, trust=True).history().to_dict("records")
+    assert (trusted["grid"] == np.eye(2)).all()
+
+
+def test_loading_a_directory_runs_none_of_its_pickles(make_tuner, tmp_path):
+    tuner = make_tuner(trainables.count_up, {"steps": 1}, metric="loss")
+    tuner.run()
+    planted = tmp_path / "pwned"
+    bomb = {"__pickle__": base64.b64encode(pickle.dumps(trainables.WritesWhenLoaded(planted)))}
+    bomb["__pickle__"] = bomb["__pickle__"].decode()
+    row = {"trial_id": 0, "training_iteration": 2, "loss": 0.1, "extra": bomb}
+    with open(tuner.path / "results.jsonl", "a") as file:
+        file.write(json.dumps(row) + "\n")
+    record = json.loads((tuner.path / "trials.jsonl").read_text().splitlines()[-1])
+    with open(tuner.path / "trials.jsonl", "a") as file:
+        file.write(json.dumps({**record, "config": {"steps": bomb}}) + "\n")
+    outcome = json.loads((tuner.path / "outcome.json").read_text())
+    (tuner.path / "outcome.json").write_text(json.dumps({**outcome, "error": bomb}))
+    loaded = nt.load(tuner.path)
+    loaded.dataframe(), loaded.history()
+    assert not planted.exists()

@@ -365,3 +365,25 @@ def reports_odd(config):
     odd = config["odd"]
     nt.report(ODD_VALUES[odd]() if odd in ODD_VALUES else {"loss": 0.5, "blob": LoadsNowhere()})
     nt.report(loss=0.25)
+
+
+LOOKALIKES = {
+    "marker": {"__pickle__": "hello"},
+    "escape": {"__dict__": [1, 2]},
+    "nested": {"a": {"__pickle__": "x", "b": 1}, "list": [{"__dict__": "y"}]},
+}
+
+
+def reports_lookalikes(config):
+    """Reports dicts shaped like nbtune's own markers for pickled values, and an array."""
+    nt.report(loss=0.5, grid=np.eye(2), **LOOKALIKES)
+
+
+class WritesWhenLoaded:
+    """Its pickle creates the file `path` wherever it is loaded."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
