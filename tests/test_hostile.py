@@ -7,9 +7,13 @@ import json
 import os
 import pickle
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+from multiprocessing.connection import Client
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +21,10 @@ import pytest
 import trainables
 
 import nbtune as nt
+from nbtune.executors import _lines as lines_module
+from nbtune.executors._lines import TrialLines
 from nbtune.metrics import Pickled
+from nbtune.protocol import Ready
 
 
 @pytest.mark.parametrize("trainable", [trainables.reports_in_finally, trainables.swallows_the_stop])
@@ -177,3 +184,32 @@ def test_loading_a_directory_runs_none_of_its_pickles(make_tuner, tmp_path):
     loaded = nt.load(tuner.path)
     loaded.dataframe(), loaded.history()
     assert not planted.exists()
+
+
+@pytest.mark.parametrize("family", ["AF_UNIX", "AF_INET"])
+def test_a_silent_connection_does_not_keep_the_next_worker_out(family, monkeypatch):
+    monkeypatch.setattr(lines_module, "HANDSHAKE_TIMEOUT_S", 0.5)
+    lines = TrialLines(family, ("127.0.0.1", 0) if family == "AF_INET" else None)
+    try:
+        with socket.socket(getattr(socket, family)) as silent:
+            silent.connect(lines.address)
+            connected = []
+            worker = threading.Thread(
+                target=lambda: connected.append(Client(lines.address, authkey=lines.authkey)),
+                daemon=True,
+            )
+            worker.start()
+            worker.join(timeout=5)
+            assert connected, "a worker could not connect while another connection said nothing"
+            connected[0].send(Ready(os.getpid()))
+            deadline = time.monotonic() + 5
+            while not lines.launch(0, "the launch"):  # filed, then its Ready heard
+                assert time.monotonic() < deadline, "its line is never heard"
+                lines.poll(timeout=1)
+            assert connected[0].recv() == "the launch"
+            connected[0].close()
+            silent.settimeout(5)
+            while silent.recv(4096):  # the challenge, then the end: it was hung up on
+                pass
+    finally:
+        lines.close()
