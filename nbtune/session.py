@@ -8,7 +8,6 @@ one session per process; the thread executor keeps one per thread.
 from __future__ import annotations
 
 import io
-import os
 import reprlib
 import sys
 import threading
@@ -28,6 +27,7 @@ from nbtune.protocol import (
     WorkerResult,
     WorkerSuspended,
 )
+from nbtune.storage import write_atomically
 
 RESERVED_KEYS = frozenset({"trial_id", "training_iteration", "timestamp", "time_total_s"})
 
@@ -178,7 +178,7 @@ class TrialSession:
         return text
 
     def _save_checkpoint(self, checkpoint: Any) -> str:
-        self._checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self._checkpoint_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self._checkpoint_dir / f"checkpoint_{self.iteration:06d}.pkl"
         try:
             payload = cloudpickle.dumps(checkpoint)
@@ -202,13 +202,6 @@ class TrialSession:
         if self._output is not None:
             sys.stdout, sys.stderr = self._saved_streams
         _activate(None)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a reader sees the whole file or none of it."""
-    temporary = path.with_suffix(".tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 _thread_local = threading.local()

@@ -31,6 +31,7 @@ import contextlib
 import functools
 import json
 import os
+import stat
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -112,12 +113,16 @@ def loads(line: str, *, trust: bool = False) -> Any:
 def write_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
     """Replace `path` with `data` so that readers see the old or the new file, never a mix.
 
+    The file is private to its owner, and no link is followed: a link planted where the
+    temporary file goes makes the write fail; one at `path` is replaced, not written through.
     `durable` also syncs the data to the disk before the rename, which survives a power cut
     but costs milliseconds; a crashed process never leaves a torn file either way.
     """
     temporary = path.with_name(f".{path.name}.tmp")
     try:
-        with open(temporary, "wb") as file:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        with open(_private_file(temporary, os.O_WRONLY | os.O_EXCL), "wb") as file:
             file.write(data)
             if durable:
                 file.flush()
@@ -127,6 +132,43 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise
+
+
+def _private_file(path: Path, flags: int) -> int:
+    """A descriptor of `path`, created readable by its owner only if missing; never a link."""
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a folder of its owner's alone, made if missing; a link there is refused."""
+    path.mkdir(mode=0o700, exist_ok=True)
+    if path.is_symlink():
+        raise PermissionError(f"{path} is a link; nbtune never writes through one")
+    return path
+
+
+def check_private(path: Path) -> None:
+    """Refuse an experiment folder that someone else could have written: one owned by another
+    user, writable by others, or holding a link (which a write would follow out of it).
+
+    Raises:
+        PermissionError: one line that says what is wrong and what to do.
+    """
+    for found in [path, *path.rglob("*")]:
+        info = found.lstat()
+        name = "it" if found == path else found.relative_to(path)
+        if stat.S_ISLNK(info.st_mode):
+            problem = "is a link" if found == path else f"holds a link, {name}"
+        elif info.st_uid != os.geteuid():
+            problem = f"is owned by another user ({name})"
+        elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022:
+            problem = f"is writable by others ({name})"
+        else:
+            continue
+        raise PermissionError(
+            f"{path} {problem}; nbtune refuses a folder that others could have written: "
+            "check it, or start a new run under another name"
+        )
 
 
 class _Log:
@@ -139,7 +181,7 @@ class _Log:
     """
 
     def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd = _private_file(path, os.O_RDWR | os.O_APPEND)
         self.size = _whole_lines(self._fd)
         """Bytes in the file: where the next line begins."""
         os.ftruncate(self._fd, self.size)
@@ -199,8 +241,9 @@ class ExperimentStorage:
 
     def create(self, spec: Mapping[str, Any]) -> None:
         """Make the directory (readable by its owner only) and write the spec."""
-        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (self.path / "trials").mkdir(exist_ok=True, mode=0o700)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path)
+        private_dir(self.path / "trials")
         self.write_spec({"format_version": FORMAT_VERSION, **spec})
         self.open_logs()
 
@@ -285,14 +328,16 @@ class ExperimentStorage:
         return self.path / "trials" / str(trial_id)
 
     def checkpoint_dir(self, trial_id: int) -> Path:
-        return self.trial_dir(trial_id) / "checkpoints"
+        """The trial's checkpoint folder, made (private) if missing: its worker writes there."""
+        return private_dir(private_dir(self.trial_dir(trial_id)) / "checkpoints")
 
     def append_text(self, trial_id: int, filename: str, text: str) -> None:
         """Append to a trial's text file (`error.txt`, `output.log`)."""
-        directory = self.trial_dir(trial_id)
         with self._writing(f"trials/{trial_id}/{filename}"):
-            directory.mkdir(exist_ok=True)
-            with open(directory / filename, "a", encoding="utf-8") as file:
+            path = private_dir(self.trial_dir(trial_id)) / filename
+            with open(
+                _private_file(path, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8"
+            ) as file:
                 file.write(text)
 
     def finish(self, state: Any, trials: Iterable[Trial], outcome: Mapping[str, Any]) -> None:

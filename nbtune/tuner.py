@@ -35,7 +35,7 @@ from nbtune.search._base import Searcher
 from nbtune.search.random import RandomSearch
 from nbtune.space import SearchSpace
 from nbtune.stopping import StopCriteria, StopFunction
-from nbtune.storage import ExperimentReader, ExperimentStorage
+from nbtune.storage import ExperimentReader, ExperimentStorage, check_private
 from nbtune.trainable import is_class_trainable
 from nbtune.trial import Trial, TrialStatus
 
@@ -150,6 +150,8 @@ class Tuner(ResultsView):
         )
         self.path = Path(storage_path) / self.name
         self.overwrite = overwrite
+        if os.path.lexists(self.path):
+            check_private(self.path)
         self._previous = _previous_run(self.path) if resume else None
         saved = {} if self._previous is None else self._previous.state()
         self.space = saved["space"] if space is None and "space" in saved else SearchSpace(space)

@@ -117,7 +117,7 @@ def test_overwrite_does_not_follow_a_link_to_an_experiment(make_tuner, runs):
     elsewhere = make_tuner(trainables.count_up, {"steps": 1}, name="elsewhere", metric="loss")
     elsewhere.run()
     (runs / "link").symlink_to(elsewhere.path)
-    with pytest.raises(FileExistsError, match="is not the folder of an nbtune experiment"):
+    with pytest.raises(PermissionError, match="link is a link; nbtune refuses"):
         make_tuner(trainables.count_up, name="link", overwrite=True)
     assert len(nt.load(elsewhere.path).history()) == 1
 
@@ -213,3 +213,34 @@ def test_a_silent_connection_does_not_keep_the_next_worker_out(family, monkeypat
                 pass
     finally:
         lines.close()
+
+
+def test_every_file_of_an_experiment_is_private_to_its_owner(make_tuner):
+    tuner = make_tuner(trainables.leaves_every_file, metric="loss")
+    tuner.run()
+    names = {path.name for path in tuner.path.rglob("*")}
+    assert {"state.pkl", "output.log", "error.txt", "checkpoint_000001.pkl"} <= names
+    for path in [tuner.path, *tuner.path.rglob("*")]:
+        mode = path.stat().st_mode & 0o777
+        assert mode == (0o700 if path.is_dir() else 0o600), f"{path}: {oct(mode)}"
+
+
+@pytest.mark.parametrize("exposure", ["writable by others", "owned by another user", "a link"])
+def test_a_folder_that_others_could_have_written_is_refused(make_tuner, runs, exposure):
+    tuner = make_tuner(trainables.count_up, {"steps": 1}, name="shared", metric="loss")
+    tuner.run()
+    outside = runs.parent / "outside"
+    outside.mkdir()
+    if exposure == "writable by others":
+        tuner.path.chmod(0o777)
+    elif exposure == "owned by another user":
+        if os.geteuid() != 0:
+            pytest.skip("giving a folder away needs root")
+        os.chown(tuner.path, 65534, 65534)
+    else:
+        checkpoints = tuner.path / "trials" / "0" / "checkpoints"
+        checkpoints.rmdir()
+        checkpoints.symlink_to(outside)
+    with pytest.raises(PermissionError, match=f"^{tuner.path}.*; nbtune refuses"):
+        nt.Tuner.restore(tuner.path, trainables.count_up, progress=False)
+    assert not list(outside.iterdir())

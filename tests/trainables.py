@@ -387,3 +387,10 @@ class WritesWhenLoaded:
 
     def __reduce__(self):
         return open, (self.path, "w")
+
+
+def leaves_every_file(config):
+    """Prints, checkpoints and then fails: it leaves output.log, a checkpoint and error.txt."""
+    print("a line for output.log")
+    nt.report(loss=1.0, checkpoint={"step": 1})
+    raise RuntimeError("a line for error.txt")

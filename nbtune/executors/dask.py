@@ -62,7 +62,8 @@ from nbtune.protocol import (
     WorkerPaused,
     WorkerResult,
 )
-from nbtune.session import answer, write_atomically
+from nbtune.session import answer
+from nbtune.storage import write_atomically
 from nbtune.trainable import run_trial
 
 try:
