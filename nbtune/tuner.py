@@ -35,7 +35,12 @@ from nbtune.search._base import Searcher
 from nbtune.search.random import RandomSearch
 from nbtune.space import SearchSpace
 from nbtune.stopping import StopCriteria, StopFunction
-from nbtune.storage import ExperimentReader, ExperimentStorage, check_private
+from nbtune.storage import (
+    ExperimentReader,
+    ExperimentStorage,
+    check_private,
+    check_unlocked,
+)
 from nbtune.trainable import is_class_trainable
 from nbtune.trial import Trial, TrialStatus
 
@@ -152,6 +157,7 @@ class Tuner(ResultsView):
         self.overwrite = overwrite
         if os.path.lexists(self.path):
             check_private(self.path)
+            check_unlocked(self.path)
         self._previous = _previous_run(self.path) if resume else None
         saved = {} if self._previous is None else self._previous.state()
         self.space = saved["space"] if space is None and "space" in saved else SearchSpace(space)
@@ -553,6 +559,7 @@ class Tuner(ResultsView):
             storage.open_logs()
             return storage
         if self.overwrite and self.path.exists():
+            check_unlocked(self.path)
             shutil.rmtree(self.path)
         storage.create(
             {

@@ -244,3 +244,39 @@ def test_a_folder_that_others_could_have_written_is_refused(make_tuner, runs, ex
     with pytest.raises(PermissionError, match=f"^{tuner.path}.*; nbtune refuses"):
         nt.Tuner.restore(tuner.path, trainables.count_up, progress=False)
     assert not list(outside.iterdir())
+
+
+def test_a_second_writer_is_refused_while_the_first_run_lives(runs):
+    driver = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import threading
+        import nbtune as nt, trainables
+        from nbtune.events import TrialStarted
+        started = threading.Event()
+        tuner = nt.Tuner(trainables.silent, {{"seconds": 60}}, metric="loss", max_concurrent=1,
+                         name="busy", storage_path={str(runs)!r}, progress=False,
+                         callbacks=[lambda e: isinstance(e, TrialStarted) and started.set()])
+        tuner.start()
+        started.wait()
+        print("running", flush=True)
+        tuner.wait()
+    """)
+    process = subprocess.Popen(
+        [sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert process.stdout.readline() == "running\n"
+        for options in ({"resume": True}, {"overwrite": True}):
+            with pytest.raises(FileExistsError, match="is in use by a live run .process \\d+.;"):
+                nt.Tuner(trainables.silent, name="busy", storage_path=runs, **options)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    again = nt.Tuner.restore(runs / "busy", trainables.silent, progress=False)
+    again.start()
+    with pytest.raises(FileExistsError, match="is in use by a live run"):
+        nt.Tuner.restore(runs / "busy", trainables.silent, progress=False)
+    again.stop()
+    again.wait()
+    nt.Tuner.restore(runs / "busy", trainables.silent, progress=False)
