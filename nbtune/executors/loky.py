@@ -140,6 +140,10 @@ class LokyExecutor(Executor):
     captures_output = True
 
     def __init__(self, max_workers: int | None = None) -> None:
+        if max_workers is not None and (
+            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
+        ):
+            raise ValueError(f"LokyExecutor(max_workers={max_workers!r}): pass a whole number >= 1")
         self.max_workers = max_workers
         self._pool: ProcessPoolExecutor | None = None
         self._lines: TrialLines | None = None
