@@ -190,7 +190,7 @@ class TrialRunner:
         self._stopping = state
         self._stopping_since = time.monotonic()
         self.error = error
-        self._holds_trials = hold
+        self._holds_trials = hold or self._paused_all  # pause_all() first keeps the trials
         for trial in self.book:
             if trial.paused_by == "suspend":
                 self._leave_suspended(trial)

@@ -455,7 +455,9 @@ class Tuner(ResultsView):
 
         What the command changed is on disk before it is acknowledged (the searcher's and
         scheduler's state too, which the runner otherwise saves now and then), so a driver
-        killed just after `extend(4)` returned still has those samples when restored.
+        killed just after `extend(4)` returned still has those samples when restored. A
+        command sent from the runner thread itself (by a subscriber) runs at once: queued, it
+        would wait for the very thread that waits for it.
         """
         runner = self._started_runner()
         if runner.done.is_set():
@@ -469,6 +471,8 @@ class Tuner(ResultsView):
             runner.storage.write_state(runner.saved_state())
             return result
 
+        if threading.current_thread() is self._thread:
+            return apply()
         try:
             future = runner.call(apply)
             return future.result(timeout=_COMMAND_TIMEOUT_S)

@@ -21,6 +21,7 @@ import pytest
 import trainables
 
 import nbtune as nt
+from nbtune.events import TrialPaused, TrialResult, TrialRetried
 from nbtune.executors import _lines as lines_module
 from nbtune.executors._lines import TrialLines
 from nbtune.metrics import Pickled
@@ -280,3 +281,49 @@ def test_a_second_writer_is_refused_while_the_first_run_lives(runs):
     again.stop()
     again.wait()
     nt.Tuner.restore(runs / "busy", trainables.silent, progress=False)
+
+
+def test_a_user_s_pause_holds_when_its_trial_restarts_as_a_bystander(make_tuner, log):
+    space = {"interval": 0.02, "x": nt.grid([0, 1])}
+    tuner = make_tuner(trainables.forever, space, metric="loss", max_failures=1, callbacks=[log])
+    tuner.start()
+    log.wait_for(lambda e: isinstance(e, TrialResult) and e.trial_id == 1)
+    tuner.pause(1)
+    log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 1)  # suspended in place
+    seen = log.wait_for(lambda e: isinstance(e, TrialResult) and e.trial_id == 0)
+    os.kill(seen.result["pid"], signal.SIGKILL)
+    log.wait_for(lambda e: isinstance(e, TrialRetried) and e.trial_id == 0)
+    after = len(log.events)
+    log.wait_for(lambda e: isinstance(e, TrialResult) and e in log.events[after:])
+    paused = tuner.get_trial(1)
+    assert paused.status is nt.TrialStatus.PAUSED, "the user's pause holds"
+    assert paused.paused_by == "queue", "it lost its worker with the pool, and waits for one"
+    assert not [e for e in log.of(TrialResult, 1) if e in log.events[after:]]
+    tuner.stop()
+    assert tuner.wait(30)
+
+
+def test_pause_all_then_stop_keeps_the_trials(make_tuner, log):
+    space = {"steps": 1000, "interval": 0.01, "checkpoint": nt.grid([True, False])}
+    tuner = make_tuner(trainables.steps, space, metric="loss", callbacks=[log])
+    tuner.start()
+    log.wait_for(lambda e: isinstance(e, TrialResult) and e.trial_id == 1)
+    log.wait_for(lambda e: isinstance(e, TrialResult) and e.trial_id == 0)
+    tuner.pause_all()
+    tuner.stop()
+    assert tuner.wait(30)
+    assert [trial.status for trial in tuner.trials] == [nt.TrialStatus.PAUSED] * 2
+
+
+def test_a_command_from_a_subscriber_runs_at_once(make_tuner, log):
+    tuner = make_tuner(trainables.forever, {"interval": 0.01}, metric="loss", callbacks=[log])
+
+    def stop_at_first_result(event):
+        if isinstance(event, TrialResult) and tuner.get_trial(0).status is nt.TrialStatus.RUNNING:
+            tuner.stop(0)
+
+    tuner.subscribe(stop_at_first_result)
+    tuner.start()
+    assert tuner.wait(timeout=5), "the runner stalls"
+    assert tuner.get_trial(0).status is nt.TrialStatus.TERMINATED
+    assert tuner.get_trial(0).iteration <= 2, "it obeyed at its next report"
