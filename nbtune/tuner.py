@@ -47,6 +47,8 @@ from nbtune.trial import Trial, TrialStatus
 _NAME = re.compile(r"[\w.\-]+")
 _NAME_MAX_BYTES = 255
 _COMMAND_TIMEOUT_S = 10.0
+_MAX_CONCURRENT = 1024
+"""The most trials at once a Tuner takes: beyond it, a count is a typo, not a plan."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ class Tuner(ResultsView):
         if metric is not None and not isinstance(metric, str):
             raise TypeError(f"metric={metric!r}: pass the name of a reported value, e.g. 'loss'")
         self.num_samples = _positive_int("num_samples", num_samples)
-        self.max_concurrent = _positive_int("max_concurrent", max_concurrent or os.cpu_count())
+        self.max_concurrent = _concurrency(max_concurrent or os.cpu_count())
         self.time_budget_s = _positive_seconds("time_budget_s", time_budget_s)
         self.trial_timeout_s = _positive_seconds("trial_timeout_s", trial_timeout_s)
         self.trainable = trainable
@@ -399,7 +401,7 @@ class Tuner(ResultsView):
 
     def set_max_concurrent(self, max_concurrent: int) -> None:
         """Change how many trials run at once, at once (running trials are not interrupted)."""
-        max_concurrent = _positive_int("max_concurrent", max_concurrent)
+        max_concurrent = _concurrency(max_concurrent)
         runner = self._started_runner()
         self._command(
             "set_max_concurrent",
@@ -637,6 +639,16 @@ def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}={value!r}: pass a whole number >= 1")
     return value
+
+
+def _concurrency(value: Any) -> int:
+    """`value` as a number of trials at once: a whole number, and not so many that the machine
+    (or the executor's pool) would be asked for an absurd number of workers."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > _MAX_CONCURRENT:
+        raise ValueError(
+            f"max_concurrent={value!r}: pass a whole number from 1 to {_MAX_CONCURRENT}"
+        )
+    return _positive_int("max_concurrent", value)
 
 
 def _non_negative_int(name: str, value: Any) -> int:

@@ -17,6 +17,7 @@ from multiprocessing.connection import Client
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import trainables
 
@@ -327,3 +328,36 @@ def test_a_command_from_a_subscriber_runs_at_once(make_tuner, log):
     assert tuner.wait(timeout=5), "the runner stalls"
     assert tuner.get_trial(0).status is nt.TrialStatus.TERMINATED
     assert tuner.get_trial(0).iteration <= 2, "it obeyed at its next report"
+
+
+def worker_processes():
+    """This process's loky workers (its resource tracker aside)."""
+    children = psutil.Process().children(recursive=True)
+    return [child for child in children if "resource_tracker" not in " ".join(child.cmdline())]
+
+
+def test_more_concurrency_than_trials_starts_no_idle_workers(make_tuner, log):
+    tuner = make_tuner(
+        trainables.forever, {"interval": 0.02, "x": nt.grid([0, 1])}, metric="loss", callbacks=[log]
+    )
+    tuner.start()
+    log.wait_for(lambda e: isinstance(e, TrialResult) and e.trial_id == 1)
+    before = len(worker_processes())
+    tuner.set_max_concurrent(6)
+    after = len(log.events)
+    log.wait_for(lambda e: isinstance(e, TrialResult) and e in log.events[after:])  # a step on
+    assert len(worker_processes()) <= before, "nothing more can run: no worker more"
+    tuner.stop()
+    assert tuner.wait(30)
+
+
+@pytest.mark.parametrize("count", [100_000, 10**9])
+def test_an_absurd_concurrency_is_refused_in_one_line(make_tuner, count):
+    with pytest.raises(ValueError, match=f"^max_concurrent={count}: pass a whole number from 1 to"):
+        make_tuner(trainables.count_up, max_concurrent=count)
+    tuner = make_tuner(trainables.forever, metric="loss")
+    tuner.start()
+    with pytest.raises(ValueError, match=f"^max_concurrent={count}: pass a whole number from 1"):
+        tuner.set_max_concurrent(count)
+    tuner.stop()
+    assert tuner.wait(30)

@@ -30,7 +30,7 @@ import os
 import signal
 import threading
 import traceback
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -79,8 +79,12 @@ def _acquire_pool(max_workers: int) -> ProcessPoolExecutor:
 def _release_pool(pool: ProcessPoolExecutor) -> None:
     """Keep `pool` warm for the next run, unless it broke."""
     with _pools_lock:
-        if pool._flags.broken is None and not pool._flags.shutdown:
+        if _works(pool):
             _idle_pools.setdefault(pool._max_workers, []).append(pool)
+
+
+def _works(pool: ProcessPoolExecutor) -> bool:
+    return pool._flags.broken is None and not pool._flags.shutdown
 
 
 def _warm_up() -> None:
@@ -145,10 +149,11 @@ class LokyExecutor(Executor):
         ):
             raise ValueError(f"LokyExecutor(max_workers={max_workers!r}): pass a whole number >= 1")
         self.max_workers = max_workers
-        self._pool: ProcessPoolExecutor | None = None
+        self._pools: list[ProcessPoolExecutor] = []
         self._lines: TrialLines | None = None
         self._lock = threading.Lock()
-        self._serving: set[Future] = set()
+        self._serving: dict[Future, ProcessPoolExecutor] = {}
+        self._holding: set[int] = set()
         self._spared: set[int] = set()
         self._waiting: deque[TrialLaunch] = deque()
         self._dropped: list[WorkerEvent] = []
@@ -157,11 +162,10 @@ class LokyExecutor(Executor):
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         self._payload = cloudpickle.dumps(trainable)
-        self._size = self.max_workers or max_workers
-        self._pool = _acquire_pool(self._size)
-        self._pools = [self._pool]
+        self._size = self._warm = self.max_workers or max_workers
+        self._pools = []
         self._lines = TrialLines(bystander=self._was_spared)
-        self._serving, self._spared = set(), set()
+        self._serving, self._spared, self._holding = {}, set(), set()
         self._waiting.clear()
         self._dropped, self._failure = [], None
         self._open = True
@@ -172,9 +176,8 @@ class LokyExecutor(Executor):
         self._dispatch()
 
     def resize(self, max_workers: int) -> None:
+        """Allow up to `max_workers` workers; more start only when trials wait for them."""
         if max_workers > self._size:
-            self._pool = _acquire_pool(max_workers)
-            self._pools.append(self._pool)
             self._size = max_workers
             self._staff()
 
@@ -190,6 +193,7 @@ class LokyExecutor(Executor):
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
         events = self._lines.poll(timeout)
+        self._holding.difference_update(e.trial_id for e in events if not e.holds_worker)
         self._staff()
         self._dispatch()
         events.extend(self._dropped)
@@ -230,31 +234,50 @@ class LokyExecutor(Executor):
     def _dispatch(self) -> None:
         """Send waiting trials down idle lines; with no worker left to serve them, they are lost."""
         while self._waiting and self._lines.launch(self._waiting[0].trial_id, self._waiting[0]):
-            self._waiting.popleft()
+            self._holding.add(self._waiting.popleft().trial_id)
+        self._staff()
         if self._waiting and self._failure is not None and not self._serving:
             error = f"its worker failed: {self._failure!r}"
             self._dropped.extend(WorkerLost(launch.trial_id, error) for launch in self._waiting)
             self._waiting.clear()
 
     def _staff(self) -> None:
-        """One serving task per worker: start those missing (a broken pool is replaced)."""
+        """One serving task per worker that can be busy: the run's first workers at once, more
+        (up to `resize`'s count) only for trials that run or wait, so that a larger count than
+        there are trials starts no idle process. A broken pool is replaced."""
         if not self._open:
             return
         with self._lock:
-            missing = 0 if self._failure is not None else self._size - len(self._serving)
+            busy = len(self._holding) + len(self._waiting)
+            wanted = min(self._size, max(self._warm, busy))
+            missing = 0 if self._failure is not None else wanted - len(self._serving)
         for _ in range(missing):
-            self._submit(_serve, self._payload, self._lines.address, self._lines.authkey)
+            self._submit(missing)
 
-    def _submit(self, *args: object) -> None:
+    def _submit(self, due: int) -> None:
+        """Submit one serving task; `due`, how many are being submitted, sizes a new pool."""
+        task = (_serve, self._payload, self._lines.address, self._lines.authkey)
+        pool = self._pool_with_room(due)
         try:
-            future = self._pool.submit(*args)
+            future = pool.submit(*task)
         except _POOL_ERRORS:
-            self._pool = _acquire_pool(self._pool._max_workers)
-            self._pools.append(self._pool)
-            future = self._pool.submit(*args)
+            pool = self._pool_with_room(due)
+            future = pool.submit(*task)
         with self._lock:
-            self._serving.add(future)
-        future.add_done_callback(functools.partial(self._on_served, self._pool))
+            self._serving[future] = pool
+        future.add_done_callback(functools.partial(self._on_served, pool))
+
+    def _pool_with_room(self, due: int) -> ProcessPoolExecutor:
+        """A working pool with a worker free of serving tasks, else a new one for the `due`
+        tasks (a serving task holds its worker for the whole run: never queue one)."""
+        with self._lock:
+            load = Counter(self._serving.values())
+        for pool in self._pools:
+            if _works(pool) and load[pool] < pool._max_workers:
+                return pool
+        pool = _acquire_pool(due)
+        self._pools.append(pool)
+        return pool
 
     def _on_served(self, pool: ProcessPoolExecutor, future: Future) -> None:
         """Runs on loky's thread when a serving task ends: its line broke, or its pool did.
@@ -265,7 +288,7 @@ class LokyExecutor(Executor):
         """
         error = None if future.cancelled() else future.exception()
         with self._lock:
-            self._serving.discard(future)
+            self._serving.pop(future, None)
             if isinstance(error, _POOL_ERRORS):
                 processes = pool._processes.items()
                 self._spared.update(pid for pid, process in processes if process.exitcode is None)
