@@ -8,6 +8,7 @@ one session per process; the thread executor keeps one per thread.
 from __future__ import annotations
 
 import io
+import os
 import reprlib
 import sys
 import threading
@@ -84,6 +85,7 @@ class TrialSession:
         self._checkpoint_dir = Path(checkpoint_dir)
         self._output = io.StringIO() if capture_output else None
         self._free_steps = 0
+        self._pid = os.getpid()
         self._ended: type[BaseException] | None = None
         self.checkpoint_on_demand: Callable[[], Any] | None = None
 
@@ -106,6 +108,11 @@ class TrialSession:
         """
         if self._ended is not None:
             raise self._ended
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                "nbtune.report() was called in a process forked from the trial's; only the "
+                "trial's own process can report: send the child's results back to it"
+            )
         metrics = storable(metrics)
         reserved = RESERVED_KEYS.intersection(metrics)
         if reserved:
@@ -205,14 +212,26 @@ class TrialSession:
 
 
 _thread_local = threading.local()
+_active: set[TrialSession] = set()
+"""The sessions of this process's running trials, whatever their thread."""
 
 
 def _activate(session: TrialSession | None) -> None:
+    known = getattr(_thread_local, "session", None)
+    if known is not None:
+        _active.discard(known)
+    if session is not None:
+        _active.add(session)
     _thread_local.session = session
 
 
 def _current() -> TrialSession:
     session = getattr(_thread_local, "session", None)
+    if session is None and _active:
+        raise RuntimeError(
+            "nbtune.report() was called from another thread than the trial's; report from "
+            "the thread that runs the trainable (hand it the helper threads' results)"
+        )
     if session is None:
         raise RuntimeError(
             "nbtune.report() and friends only work inside a trial; "

@@ -361,3 +361,49 @@ def test_an_absurd_concurrency_is_refused_in_one_line(make_tuner, count):
         tuner.set_max_concurrent(count)
     tuner.stop()
     assert tuner.wait(30)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_trial_can_start_a_process_pool_of_its_own(make_tuner, method):
+    tuner = make_tuner(trainables.uses_a_pool, {"method": method}, metric="loss")
+    tuner.run()
+    trial = tuner.get_trial(0)
+    assert trial.status is nt.TrialStatus.TERMINATED, trial.error
+    assert trial.last_result["loss"] == 2.0
+
+
+def test_a_forked_child_s_report_is_refused_in_one_line(make_tuner, tmp_path):
+    said = tmp_path / "said.txt"
+    tuner = make_tuner(trainables.reports_from_a_fork, {"said": str(said)}, metric="loss")
+    tuner.run()
+    assert tuner.history()["loss"].tolist() == [1.0], "only the trial's own report counts"
+    assert said.read_text().startswith("nbtune.report() was called in a process forked")
+
+
+def test_a_helper_thread_s_report_is_refused_in_one_line(make_tuner):
+    tuner = make_tuner(trainables.reports_from_a_thread, metric="loss")
+    tuner.run()
+    (said,) = tuner.history()["said"]
+    assert said.startswith("nbtune.report() was called from another thread than the trial's")
+
+
+def test_a_driver_whose_trials_used_joblib_exits_at_once(runs):
+    driver = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import nbtune as nt, trainables
+        tuner = nt.Tuner(trainables.uses_joblib, {{"x": nt.grid([0, 1, 2])}}, metric="loss",
+                         max_concurrent=2, storage_path={str(runs)!r}, progress=False)
+        tuner.run()
+        print(sorted(trial.status.value for trial in tuner.trials), flush=True)
+    """)
+    process = subprocess.Popen(
+        [sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert process.stdout.readline() == "['TERMINATED', 'TERMINATED', 'TERMINATED']\n"
+        assert process.wait(timeout=20) == 0, "the driver exits once its run has ended"
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -394,3 +394,52 @@ def leaves_every_file(config):
     print("a line for output.log")
     nt.report(loss=1.0, checkpoint={"step": 1})
     raise RuntimeError("a line for error.txt")
+
+
+def uses_a_pool(config):
+    """Runs a task in a process pool of its own, started by `config["method"]`."""
+    import multiprocessing
+
+    with multiprocessing.get_context(config["method"]).Pool(1) as pool:
+        nt.report(loss=float(pool.apply(abs, (-2,))))
+
+
+def _report_refused():
+    """What `nbtune.report` says where it cannot report (None if it reported)."""
+    try:
+        nt.report(loss=0.0)
+    except RuntimeError as exc:
+        return str(exc)
+    return None
+
+
+def reports_from_a_fork(config):
+    """A forked child tries to report (and writes what it was told to `config["said"]`)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with open(config["said"], "w") as file:
+                file.write(_report_refused() or "reported")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    nt.report(loss=1.0)
+
+
+def reports_from_a_thread(config):
+    """A helper thread tries to report; the trial reports what it was told."""
+    import threading
+
+    said = []
+    helper = threading.Thread(target=lambda: said.append(_report_refused()))
+    helper.start()
+    helper.join()
+    nt.report(loss=1.0, said=said[0] or "reported")
+
+
+def uses_joblib(config):
+    """Computes with joblib.Parallel on two processes, as scikit-learn's n_jobs=2 does."""
+    from joblib import Parallel, delayed
+
+    squares = Parallel(n_jobs=2)(delayed(abs)(-x) for x in range(4))
+    nt.report(loss=float(sum(squares)))

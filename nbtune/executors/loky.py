@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import multiprocessing
 import os
 import signal
 import threading
@@ -72,8 +73,25 @@ def _acquire_pool(max_workers: int) -> ProcessPoolExecutor:
         pool = ProcessPoolExecutor(max_workers=max_workers, timeout=_IDLE_WORKER_TIMEOUT_S)
         for _ in range(max_workers):
             pool.submit(_warm_up)
+        if not _every_pool:
+            _before_loky_exits(_shutdown_pools)
         _every_pool.append(pool)
         return pool
+
+
+def _before_loky_exits(call: Callable[[], None]) -> None:
+    """Run `call` when the interpreter exits, before loky waits there for its pools' workers.
+
+    loky joins its pools at exit (a `threading._register_atexit` hook, which runs before
+    `atexit`'s, last registered first), and a worker whose trial left joblib processes behind
+    can keep that wait going for minutes: the pools must be killed first. Registered once
+    the first pool runs, so after loky's own hook.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        atexit.register(call)
+    else:
+        register(call)
 
 
 def _release_pool(pool: ProcessPoolExecutor) -> None:
@@ -95,7 +113,6 @@ def _warm_up() -> None:
     """
 
 
-@atexit.register
 def _shutdown_pools() -> None:
     with _pools_lock:
         for pool in _every_pool:
@@ -107,6 +124,7 @@ def _shutdown_pools() -> None:
 def _serve(payload: bytes, address: str, authkey: bytes) -> None:
     """A worker's task for a whole run: run the trials that come down its line, one after
     another, until the run hangs up."""
+    _forget_loky_start_method()
     try:
         connection = connect(address, authkey)
         connection.send(Ready(os.getpid()))
@@ -114,6 +132,17 @@ def _serve(payload: bytes, address: str, authkey: bytes) -> None:
             _run_one(payload, answer(connection), connection)
     except (OSError, EOFError):
         hang_up()
+
+
+def _forget_loky_start_method() -> None:
+    """Give trials the platform's default multiprocessing start method, as outside nbtune.
+
+    A loky worker's default is loky's own, which only loky's processes know: a spawn or
+    forkserver pool that a trial starts would hand it to children that cannot find it
+    ("cannot find context for 'loky'"), and hang.
+    """
+    if multiprocessing.get_start_method(allow_none=True) == "loky":
+        multiprocessing.set_start_method(None, force=True)
 
 
 def _run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> None:
