@@ -28,7 +28,7 @@ class ExperimentAnalysis(ResultsView):
     """Not known: the searcher's plan is in its pickled state, which loading does not unpickle;
     a dashboard counts the trials there are."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, trust: bool = False) -> None:
         reader = ExperimentReader(path)
         self.path = reader.path
         self.spec = reader.spec()
@@ -40,8 +40,8 @@ class ExperimentAnalysis(ResultsView):
         self.state: str = outcome["state"] if outcome else "unfinished"
         """How the run ended (finished, stopped, failed), or "unfinished": it still runs
         elsewhere, or its process died (`Tuner.restore` carries it on)."""
-        self._results = reader.results()
-        self._trials = reader.trials(self._results, self.metric, self.mode)
+        self._results = reader.results(trust=trust)
+        self._trials = reader.trials(self._results, self.metric, self.mode, trust=trust)
 
     def _snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
         return self._trials, self._results
@@ -84,10 +84,13 @@ def _no_op() -> None:
     pass
 
 
-def load(path: str | os.PathLike) -> ExperimentAnalysis:
+def load(path: str | os.PathLike, trust: bool = False) -> ExperimentAnalysis:
     """Load an experiment directory (e.g. `"nbtune-runs/demo"`) for analysis.
 
-    It unpickles nothing unless a value in it was stored pickled; still, only load
-    directories you trust.
+    Args:
+        path: the experiment's directory.
+        trust: unpickle the values that were stored pickled (arrays, objects a trial reported
+            or a config held). Unpickling runs code, so by default they stay `Pickled` (shown
+            with their type and repr; `value.load()` unpickles one): loading runs nothing.
     """
-    return ExperimentAnalysis(path)
+    return ExperimentAnalysis(path, trust)

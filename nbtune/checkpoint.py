@@ -20,6 +20,8 @@ from typing import Any
 
 import cloudpickle
 
+from nbtune.storage import write_atomically
+
 _NAME = re.compile(r"checkpoint_(\d{6,})(\.pkl)?$")
 
 
@@ -73,7 +75,7 @@ def save(checkpoint: Any, folder: Path, iteration: int) -> Path:
     Raises:
         TypeError: a plain object that cannot be pickled.
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     name = f"checkpoint_{iteration:06d}"
     if isinstance(checkpoint, Checkpoint):
         return _save_directory(checkpoint.path, folder / name)
@@ -157,7 +159,7 @@ def pack(path: str | os.PathLike) -> bytes:
 def unpack(data: bytes, path: Path) -> Path:
     """Write what `pack` made at `path` (a directory when `path` names one, by having no
     `.pkl` suffix), whole or not at all; return `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if path.suffix == ".pkl":
         write_atomically(path, data)
         return path
@@ -168,10 +170,3 @@ def unpack(data: bytes, path: Path) -> Path:
     remove(path)
     os.replace(temporary, path)
     return path
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a reader sees the whole file or none of it."""
-    temporary = path.with_suffix(".tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)

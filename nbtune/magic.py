@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
 
 from nbtune import registry
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
@@ -132,7 +132,7 @@ def _named(word: str) -> tuple[str, dict[str, Any]]:
     """
     try:
         node = ast.parse(word, mode="eval").body
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         node = None
     if isinstance(node, ast.Name):
         return node.id, {}
@@ -378,7 +378,10 @@ class TuneMagics(Magics):
         self.runs: dict[str, Tuner] = {}
         """Tuners launched with `%tune`, by name, the latest last: commands act on it."""
 
+    # no_var_expand: the line reaches nbtune as typed. IPython would otherwise run the code in
+    # `{...}` and read `$name` before nbtune saw them, and a launch line runs no code.
     @line_magic
+    @no_var_expand
     def tune(self, line: str) -> Any:
         try:
             words = shlex.split(line)

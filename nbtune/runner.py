@@ -206,7 +206,7 @@ class TrialRunner:
         self._stopping = state
         self._stopping_since = time.monotonic()
         self.error = error
-        self._holds_trials = hold
+        self._holds_trials = hold or self.control.paused_all  # pause_all() first keeps them
         for trial in self.book:
             if trial.paused_by == "suspend":
                 self._leave_suspended(trial)

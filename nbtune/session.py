@@ -8,6 +8,7 @@ one session per process; the thread executor keeps one per thread.
 from __future__ import annotations
 
 import io
+import os
 import reprlib
 import sys
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nbtune import checkpoint as stored_checkpoint
-from nbtune.metrics import plain
+from nbtune.metrics import storable
 from nbtune.protocol import (
     Decision,
     Nudge,
@@ -82,6 +83,8 @@ class TrialSession:
         self._checkpoint_dir = Path(checkpoint_dir)
         self._output = io.StringIO() if capture_output else None
         self._free_steps = 0
+        self._pid = os.getpid()
+        self._ended: type[BaseException] | None = None
         self.checkpoint_on_demand: Callable[[], Any] | None = None
 
     def report(self, metrics: dict[str, Any], checkpoint: Any = None) -> None:
@@ -93,10 +96,22 @@ class TrialSession:
         criterion falls on them), so they travel without a round trip. Should the runner need
         an answer sooner (the user paused the trial), it nudges, and the next report waits.
 
-        The values leave as plain Python (see `nbtune.metrics.plain`): nothing past this point
-        sees a NumPy or torch scalar.
+        The values leave as plain Python, anything else pickled (see `nbtune.metrics.storable`):
+        nothing past this point sees a NumPy or torch scalar, or unpickles what the trial
+        reported; what cannot be recorded faithfully raises here, naming its key.
+
+        Once the runner has ended or paused the trial, a further report (from a `finally:`
+        block, or after catching the stop) sends nothing and raises the same again: the line
+        already belongs to the next trial, whose launch must not be read as a reply.
         """
-        metrics = plain(metrics)
+        if self._ended is not None:
+            raise self._ended
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                "nbtune.report() was called in a process forked from the trial's; only the "
+                "trial's own process can report: send the child's results back to it"
+            )
+        metrics = storable(metrics)
         reserved = RESERVED_KEYS.intersection(metrics)
         if reserved:
             name = sorted(reserved)[0]
@@ -115,7 +130,7 @@ class TrialSession:
         if decision is Decision.PAUSE:
             decision = self._pause(path)
         if decision is Decision.STOP:
-            raise TrialStopped
+            self._end(TrialStopped)
 
     def _pause(self, checkpoint_path: str | None) -> Decision:
         """Pause as the runner asked: by checkpoint if there is one for this very iteration
@@ -123,12 +138,22 @@ class TrialSession:
         path = checkpoint_path or self._checkpoint_now()
         if path is not None:
             self._channel.send(WorkerPaused(self.trial_id, path))
-            raise TrialPaused
+            self._end(TrialPaused)
         self._channel.send(WorkerSuspended(self.trial_id))
         decision = self._await_reply()
         while decision is Decision.PAUSE:
             decision = self._await_reply()
         return decision
+
+    def _end(self, how: type[BaseException]) -> None:
+        """Leave the trial as the runner said (stopped or paused), for good."""
+        self._ended = how
+        raise how
+
+    @property
+    def paused(self) -> bool:
+        """Whether the trial left its worker paused (it must then say nothing more)."""
+        return self._ended is TrialPaused
 
     def _await_reply(self) -> Decision:
         reply: Reply = answer(self._channel)
@@ -173,14 +198,26 @@ class TrialSession:
 
 
 _thread_local = threading.local()
+_active: set[TrialSession] = set()
+"""The sessions of this process's running trials, whatever their thread."""
 
 
 def _activate(session: TrialSession | None) -> None:
+    known = getattr(_thread_local, "session", None)
+    if known is not None:
+        _active.discard(known)
+    if session is not None:
+        _active.add(session)
     _thread_local.session = session
 
 
 def _current() -> TrialSession:
     session = getattr(_thread_local, "session", None)
+    if session is None and _active:
+        raise RuntimeError(
+            "nbtune.report() was called from another thread than the trial's; report from "
+            "the thread that runs the trainable (hand it the helper threads' results)"
+        )
     if session is None:
         raise RuntimeError(
             "nbtune.report() and friends only work inside a trial; "

@@ -18,15 +18,21 @@ file and renamed, so a crash leaves the old version or the new one, never half o
 A write that fails (disk full, file too large) is undone where it started (a log is cut back
 to its last whole line, a temporary file removed) and raises `ExperimentWriteError`, which
 stops the run: what is on disk stays readable, and `Tuner.restore` carries the run on.
-Pickled files run code when loaded: only load experiment directories you trust.
+Values that are not plain data are stored pickled, and read back still pickled (`Pickled`)
+unless the reader trusts the directory: reading results runs no code. `state.pkl` is a pickle
+through and through; only a restore loads it, so only restore runs you trust.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
+import fcntl
+import functools
 import json
 import os
+import stat
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -37,6 +43,7 @@ from typing import Any
 import cloudpickle
 
 from nbtune.errors import ExperimentWriteError
+from nbtune.metrics import Pickled
 from nbtune.trial import Trial, TrialStatus
 
 _COMPACT_EVERY = 1000
@@ -44,36 +51,79 @@ FORMAT_VERSION = 1
 """The layout of the experiment directory; bumped when an older nbtune could not read it."""
 
 
+_PICKLE = "__pickle__"
+_ESCAPE = "__dict__"
+_MARKERS = frozenset({_PICKLE, _ESCAPE})
+"""Keys of the JSON objects that stand for something else: a pickled value
+(`{"__pickle__": base64, "type": ..., "repr": ...}`), or a dict whose own keys include one of
+these (`{"__dict__": [[key, value], ...]}`), so that any reported dict reads back unchanged."""
+
+
 def _to_json(value: Any) -> Any:
-    """JSON fallback: NumPy scalars as numbers, anything else pickled and base64-encoded."""
+    """JSON fallback: NumPy scalars as numbers, anything else as a pickle (a reported value as
+    its worker pickled it), base64-encoded, with its type and a short repr to show."""
     if hasattr(value, "item") and hasattr(value, "dtype") and getattr(value, "ndim", None) == 0:
         return value.item()
-    return {"__pickle__": base64.b64encode(cloudpickle.dumps(value)).decode("ascii")}
+    pickled = value if isinstance(value, Pickled) else Pickled.of(value)
+    data = base64.b64encode(pickled.data).decode("ascii")
+    return {_PICKLE: data, "type": pickled.type_name, "repr": pickled.text}
 
 
-def _from_json(obj: dict) -> Any:
-    if len(obj) == 1 and "__pickle__" in obj:
-        return cloudpickle.loads(base64.b64decode(obj["__pickle__"]))
-    return obj
+def _escaped(value: Any) -> Any:
+    """`value` with every dict whose keys include a marker written as a list of pairs."""
+    if isinstance(value, dict):
+        items = {key: _escaped(item) for key, item in value.items()}
+        return (
+            {_ESCAPE: [list(pair) for pair in items.items()]} if _MARKERS & items.keys() else items
+        )
+    if isinstance(value, (list, tuple)):
+        return [_escaped(item) for item in value]
+    return value
+
+
+def _from_json(obj: dict, trust: bool) -> Any:
+    """A JSON object back as it was written: a pickled value stays `Pickled` (unpickling runs
+    code) unless `trust`; an object that merely looks like one (written by an nbtune that did
+    not escape it) comes back as it is."""
+    if len(obj) == 1 and isinstance(obj.get(_ESCAPE), list):
+        return dict(obj[_ESCAPE])
+    if not isinstance(obj.get(_PICKLE), str):
+        return obj
+    try:
+        data = base64.b64decode(obj[_PICKLE], validate=True)
+    except binascii.Error:
+        return obj
+    pickled = Pickled(data, obj.get("type", "object"), obj.get("repr", "(pickled)"))
+    return pickled.load() if trust else pickled
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, default=_to_json, separators=(",", ":"))
+    """`value` as one line of JSON. Only a value with a marker key in it (rare: a pickled
+    value, or a dict that looks like one) is walked again to escape what needs it."""
+    text = json.dumps(value, default=_to_json, separators=(",", ":"))
+    if any(f'"{marker}"' in text for marker in _MARKERS):
+        text = json.dumps(_escaped(value), default=_to_json, separators=(",", ":"))
+    return text
 
 
-def loads(line: str) -> Any:
-    return json.loads(line, object_hook=_from_json)
+def loads(line: str, *, trust: bool = False) -> Any:
+    """A value that `dumps` wrote; its pickles are unpickled only if `trust` (see `Pickled`)."""
+    return json.loads(line, object_hook=functools.partial(_from_json, trust=trust))
 
 
 def write_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
     """Replace `path` with `data` so that readers see the old or the new file, never a mix.
 
+    The file is private to its owner, and no link is followed: a link planted where the
+    temporary file goes makes the write fail; one at `path` is replaced, not written through.
     `durable` also syncs the data to the disk before the rename, which survives a power cut
     but costs milliseconds; a crashed process never leaves a torn file either way.
     """
     temporary = path.with_name(f".{path.name}.tmp")
     try:
-        with open(temporary, "wb") as file:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        with open(_private_file(temporary, os.O_WRONLY | os.O_EXCL), "wb") as file:
             file.write(data)
             if durable:
                 file.flush()
@@ -85,17 +135,57 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
         raise
 
 
+def _private_file(path: Path, flags: int) -> int:
+    """A descriptor of `path`, created readable by its owner only if missing; never a link."""
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a folder of its owner's alone, made if missing; a link there is refused."""
+    path.mkdir(mode=0o700, exist_ok=True)
+    if path.is_symlink():
+        raise PermissionError(f"{path} is a link; nbtune never writes through one")
+    return path
+
+
+def check_private(path: Path) -> None:
+    """Refuse an experiment folder that someone else could have written: one owned by another
+    user, writable by others, or holding a link (which a write would follow out of it).
+
+    Raises:
+        PermissionError: one line that says what is wrong and what to do.
+    """
+    for found in [path, *path.rglob("*")]:
+        info = found.lstat()
+        name = "it" if found == path else found.relative_to(path)
+        if stat.S_ISLNK(info.st_mode):
+            problem = "is a link" if found == path else f"holds a link, {name}"
+        elif info.st_uid != os.geteuid():
+            problem = f"is owned by another user ({name})"
+        elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022:
+            problem = f"is writable by others ({name})"
+        else:
+            continue
+        raise PermissionError(
+            f"{path} {problem}; nbtune refuses a folder that others could have written: "
+            "check it, or start a new run under another name"
+        )
+
+
 class _Log:
     """An append-only log of text lines, each written whole or not at all.
 
     A line is written with one `os.write` (more if the system writes part of it); if that
-    fails, the file is cut back to where the line began, so no torn line is left behind.
+    fails, the file is cut back to where the line began, so no torn line is left behind. A
+    torn line that a killed process left at the end is cut off on opening, before anything is
+    appended: else the next line would be glued to it and lost with it.
     """
 
     def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        self.size = os.fstat(self._fd).st_size
+        self._fd = _private_file(path, os.O_RDWR | os.O_APPEND)
+        self.size = _whole_lines(self._fd)
         """Bytes in the file: where the next line begins."""
+        os.ftruncate(self._fd, self.size)
 
     def append(self, line: str) -> None:
         encoded = line.encode("utf-8")
@@ -122,6 +212,50 @@ def checkpoint_dir(experiment: Path, trial_id: int) -> Path:
     return experiment / "trials" / str(trial_id) / "checkpoints"
 
 
+class _Lock:
+    """The one writer's hold on an experiment directory: an exclusive `flock` on its `.lock`
+    file, which the system drops when the holding process dies, however it dies.
+
+    A second writer (another process, or another run in this one) is refused in one line
+    instead of recording every result twice. The file names the holder's process.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._fd = _private_file(path / ".lock", os.O_RDWR)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self._fd)
+            raise FileExistsError(
+                f"{path} is in use by a live run (process {holder}); stop that run (or wait "
+                "for it to end) before carrying it on or replacing it"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+
+    def release(self) -> None:
+        os.close(self._fd)
+
+
+def check_unlocked(path: Path) -> None:
+    """Raise the one-line `FileExistsError` of `_Lock` if a live run writes `path`."""
+    if (path / ".lock").exists():
+        _Lock(path).release()
+
+
+def _whole_lines(fd: int, chunk: int = 4096) -> int:
+    """The length of the file `fd` up to its last newline (0 if it has none)."""
+    end = os.fstat(fd).st_size
+    while end > 0:
+        start = max(0, end - chunk)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
 def _trial_to_record(trial: Trial) -> dict[str, Any]:
     """The trial as a journal line; its last result is in the result log already."""
     record = {f.name: getattr(trial, f.name) for f in fields(trial) if f.name != "last_result"}
@@ -145,8 +279,9 @@ class ExperimentStorage:
 
     def create(self, spec: Mapping[str, Any]) -> None:
         """Make the directory (readable by its owner only) and write the spec."""
-        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (self.path / "trials").mkdir(exist_ok=True, mode=0o700)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path)
+        private_dir(self.path / "trials")
         self.write_spec({"format_version": FORMAT_VERSION, **spec})
         self.open_logs()
 
@@ -164,8 +299,9 @@ class ExperimentStorage:
             )
 
     def open_logs(self) -> None:
-        """Open the result log and the trial journal for appending; the run is on again, so
-        the outcome of an earlier one no longer holds."""
+        """Take the directory (see `_Lock`), then open the result log and the trial journal
+        for appending; the run is on again, so the outcome of an earlier one no longer holds."""
+        self._lock = _Lock(self.path)
         (self.path / "outcome.json").unlink(missing_ok=True)
         self._results = _Log(self.path / "results.jsonl")
         self._journal = _Log(self.path / "trials.jsonl")
@@ -231,14 +367,16 @@ class ExperimentStorage:
         return self.path / "trials" / str(trial_id)
 
     def checkpoint_dir(self, trial_id: int) -> Path:
-        return checkpoint_dir(self.path, trial_id)
+        """The trial's checkpoint folder, made (private) if missing: its worker writes there."""
+        return private_dir(private_dir(self.trial_dir(trial_id)) / "checkpoints")
 
     def append_text(self, trial_id: int, filename: str, text: str) -> None:
         """Append to a trial's text file (`error.txt`, `output.log`)."""
-        directory = self.trial_dir(trial_id)
         with self._writing(f"trials/{trial_id}/{filename}"):
-            directory.mkdir(exist_ok=True)
-            with open(directory / filename, "a", encoding="utf-8") as file:
+            path = private_dir(self.trial_dir(trial_id)) / filename
+            with open(
+                _private_file(path, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8"
+            ) as file:
                 file.write(text)
 
     def finish(self, state: Any, trials: Iterable[Trial], outcome: Mapping[str, Any]) -> None:
@@ -255,6 +393,7 @@ class ExperimentStorage:
     def close(self) -> None:
         """Sync and close every log; each is closed even if another fails."""
         with self._writing("the logs"), contextlib.ExitStack() as stack:
+            stack.callback(self._lock.release)
             for log in (self._results, self._journal, self._commands):
                 stack.callback(log.close)
 
@@ -302,23 +441,29 @@ class ExperimentReader:
                 f"results are intact: nbtune.load({str(self.path)!r}) still reads them"
             ) from None
 
-    def results(self) -> list[dict[str, Any]]:
-        return list(_read_lines(self.path / "results.jsonl"))
+    def results(self, *, trust: bool = False) -> list[dict[str, Any]]:
+        """Every result in the log. A value that was stored pickled stays `Pickled` unless
+        `trust`: a restore needs none of them unpickled, and a look at the results runs no
+        code."""
+        return list(_read_lines(self.path / "results.jsonl", trust=trust))
 
-    def trials(self, results: list[dict[str, Any]], metric: str | None, mode: str) -> list[Trial]:
+    def trials(
+        self, results: list[dict[str, Any]], metric: str | None, mode: str, *, trust: bool = False
+    ) -> list[Trial]:
         """Every trial's latest record; its results are replayed from `results`.
 
         The journal records status changes and checkpoints; the result log is the truth for
-        iterations, last results and best values (it is written first).
+        iterations, last results and best values (it is written first). Config values that
+        were stored pickled are unpickled only if `trust` (a restore must, to run them).
         """
         records: dict[int, dict[str, Any]] = {}
         offset = 0
         snapshot_path = self.path / "trials.json"
         if snapshot_path.exists():
-            snapshot = loads(snapshot_path.read_text())
+            snapshot = loads(snapshot_path.read_text(), trust=trust)
             offset = snapshot["journal_offset"]
             records = {record["trial_id"]: record for record in snapshot["trials"]}
-        for record in _read_lines(self.path / "trials.jsonl", offset):
+        for record in _read_lines(self.path / "trials.jsonl", offset, trust=trust):
             records[record["trial_id"]] = record
         trials = {
             trial_id: _trial_from_record({**records[trial_id], "iteration": 0, "best_value": None})
@@ -331,7 +476,7 @@ class ExperimentReader:
         return list(trials.values())
 
 
-def _read_lines(path: Path, offset: int = 0) -> Iterator[dict[str, Any]]:
+def _read_lines(path: Path, offset: int = 0, *, trust: bool) -> Iterator[dict[str, Any]]:
     """Parse a JSON-lines log from `offset`, skipping (with a warning) a torn last line."""
     if not path.exists():
         return
@@ -342,7 +487,7 @@ def _read_lines(path: Path, offset: int = 0) -> Iterator[dict[str, Any]]:
         if not line:
             continue
         try:
-            yield loads(line)
+            yield loads(line, trust=trust)
         except json.JSONDecodeError:
             where = "its last line" if number >= len(lines) - 2 else f"line {number + 1}"
             warnings.warn(f"{path}: skipped {where}, which is incomplete", stacklevel=2)

@@ -15,7 +15,7 @@ from typing import Any
 from nbtune.metrics import number
 from nbtune.protocol import TrialLaunch, WorkerDone, WorkerFailed
 from nbtune.resources import limits
-from nbtune.session import Channel, TrialPaused, TrialSession, TrialStopped
+from nbtune.session import Channel, TrialSession, TrialStopped
 
 
 class Trainable:
@@ -58,7 +58,11 @@ def is_class_trainable(trainable: object) -> bool:
 
 
 def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channel: Channel) -> None:
-    """Run one trial to its end, telling the runner about every result and how it ended."""
+    """Run one trial to its end, telling the runner about every result and how it ended.
+
+    A trial that paused has already said so and left its line: whatever the trainable does
+    after that (return, raise) goes unsaid.
+    """
     session = TrialSession(
         launch.trial_id,
         channel,
@@ -75,14 +79,14 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
                 _run_function(trainable, session, launch.config, launch.metric)
     except TrialStopped:
         pass
-    except TrialPaused:
-        return
     except BaseException as exc:
-        summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        output = session.drain_output()
-        channel.send(WorkerFailed(launch.trial_id, summary, traceback.format_exc(), output))
+        if not session.paused:
+            summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            output = session.drain_output()
+            channel.send(WorkerFailed(launch.trial_id, summary, traceback.format_exc(), output))
         return
-    channel.send(WorkerDone(launch.trial_id, session.drain_output()))
+    if not session.paused:
+        channel.send(WorkerDone(launch.trial_id, session.drain_output()))
 
 
 def _trial_limits(launch: TrialLaunch) -> contextlib.AbstractContextManager:

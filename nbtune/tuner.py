@@ -35,12 +35,20 @@ from nbtune.search._base import Searcher
 from nbtune.search.random import RandomSearch
 from nbtune.space import SearchSpace
 from nbtune.stopping import StopCriteria, StopFunction
-from nbtune.storage import ExperimentReader, ExperimentStorage
+from nbtune.storage import (
+    ExperimentReader,
+    ExperimentStorage,
+    check_private,
+    check_unlocked,
+)
 from nbtune.trainable import is_class_trainable
 from nbtune.trial import Trial, TrialStatus
 
-_NAME = re.compile(r"^[\w.\-]+$")
+_NAME = re.compile(r"[\w.\-]+")
+_NAME_MAX_BYTES = 255
 _COMMAND_TIMEOUT_S = 10.0
+_MAX_CONCURRENT = 1024
+"""The most trials at once a Tuner takes: beyond it, a count is a typo, not a plan."""
 
 
 @dataclass(frozen=True)
@@ -150,18 +158,21 @@ class Tuner(ResultsView):
         if metric is not None and not isinstance(metric, str):
             raise TypeError(f"metric={metric!r}: pass the name of a reported value, e.g. 'loss'")
         self.num_samples = _positive_int("num_samples", num_samples)
-        self.max_concurrent = _positive_int("max_concurrent", max_concurrent or os.cpu_count())
+        self.max_concurrent = _concurrency(max_concurrent or os.cpu_count())
         self.time_budget_s = _positive_seconds("time_budget_s", time_budget_s)
         self.trial_timeout_s = _positive_seconds("trial_timeout_s", trial_timeout_s)
         self.keep_checkpoints = _checkpoints_to_keep(keep_checkpoints)
         self.trainable = trainable
         self.metric = metric
         self.mode = mode
-        self.name = name or f"{_trainable_name(trainable)}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if not _NAME.match(self.name):
-            raise ValueError(f"name={self.name!r}: use letters, digits, '_', '-' and '.' only")
+        self.name = _checked_name(
+            name or f"{_trainable_name(trainable)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         self.path = Path(storage_path) / self.name
         self.overwrite = overwrite
+        if os.path.lexists(self.path):
+            check_private(self.path)
+            check_unlocked(self.path)
         self._previous = _previous_run(self.path) if resume else None
         saved = {} if self._previous is None else self._previous.state()
         self.space = saved["space"] if space is None and "space" in saved else SearchSpace(space)
@@ -229,7 +240,7 @@ class Tuner(ResultsView):
         )
         if self._previous is not None:
             results = self._previous.results()
-            trials = self._previous.trials(results, self.metric, self.mode)
+            trials = self._previous.trials(results, self.metric, self.mode, trust=True)
             self.searcher.restore(trials)
             self._runner.carry_on(trials, results)
         context = contextvars.copy_context()
@@ -414,7 +425,7 @@ class Tuner(ResultsView):
 
     def set_max_concurrent(self, max_concurrent: int) -> None:
         """Change how many trials run at once, at once (running trials are not interrupted)."""
-        max_concurrent = _positive_int("max_concurrent", max_concurrent)
+        max_concurrent = _concurrency(max_concurrent)
         runner = self._started_runner()
         self._command(
             "set_max_concurrent",
@@ -466,15 +477,30 @@ class Tuner(ResultsView):
         return command
 
     def _command(self, name: str, command: Callable[[], Any], **arguments: Any) -> Any:
-        """Run `command` on the runner thread, logged as `name(**arguments)`; wait for it."""
+        """Run `command` on the runner thread, logged as `name(**arguments)`; wait for it.
+
+        What the command changed is on disk before it is acknowledged (the searcher's and
+        scheduler's state too, which the runner otherwise saves now and then), so a driver
+        killed just after `extend(4)` returned still has those samples when restored. A
+        command sent from the runner thread itself (by a subscriber) runs at once: queued, it
+        would wait for the very thread that waits for it.
+        """
         runner = self._started_runner()
         if runner.done.is_set():
             raise RunEndedError(
                 f"the run {self.name!r} has ended ({runner.state}); start a new Tuner "
                 "(or Tuner.restore) to go on"
             )
+
+        def apply() -> Any:
+            result = runner.control.apply_command(name, arguments, command)
+            runner.storage.write_state(runner.saved_state())
+            return result
+
+        if threading.current_thread() is self._thread:
+            return apply()
         try:
-            future = runner.call(lambda: runner.control.apply_command(name, arguments, command))
+            future = runner.call(apply)
             return future.result(timeout=_COMMAND_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             raise RunEndedError(
@@ -532,6 +558,14 @@ class Tuner(ResultsView):
         return self._runner
 
     def _check_free_name(self) -> None:
+        """Refuse to write over an experiment unless told to, and ever to remove a folder
+        that is not one (or a link to one)."""
+        replaceable = ExperimentStorage(self.path).exists and not self.path.is_symlink()
+        if self.overwrite and os.path.lexists(self.path) and not replaceable:
+            raise FileExistsError(
+                f"{self.path} is not the folder of an nbtune experiment; overwrite=True "
+                "replaces only such a folder: pick another name=..., or remove it yourself"
+            )
         if self.overwrite or self._previous is not None or not ExperimentStorage(self.path).exists:
             return
         raise FileExistsError(
@@ -555,6 +589,7 @@ class Tuner(ResultsView):
             storage.open_logs()
             return storage
         if self.overwrite and self.path.exists():
+            check_unlocked(self.path)
             shutil.rmtree(self.path)
         storage.create(
             {
@@ -572,6 +607,18 @@ class Tuner(ResultsView):
             }
         )
         return storage
+
+
+def _checked_name(name: Any) -> str:
+    """`name` if it is one plain folder name: not a path, not '.' or '..' (which overwrite
+    would take for the runs folder or its parent), no newline, short enough for the system."""
+    plain = isinstance(name, str) and _NAME.fullmatch(name) and name not in (".", "..")
+    if not plain or len(name.encode()) > _NAME_MAX_BYTES:
+        raise (ValueError if isinstance(name, str) else TypeError)(
+            f"name={name!r}: use one folder name of letters, digits, '_', '-' and '.' "
+            f"(not '.' or '..'), at most {_NAME_MAX_BYTES} bytes"
+        )
+    return name
 
 
 def _check_trainable(trainable: object) -> None:
@@ -628,6 +675,16 @@ def _checkpoints_to_keep(value: Any) -> int | None:
             f"keep_checkpoints={value!r}: pass a whole number >= 1, or None to keep them all"
         )
     return value
+
+
+def _concurrency(value: Any) -> int:
+    """`value` as a number of trials at once: a whole number, and not so many that the machine
+    (or the executor's pool) would be asked for an absurd number of workers."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > _MAX_CONCURRENT:
+        raise ValueError(
+            f"max_concurrent={value!r}: pass a whole number from 1 to {_MAX_CONCURRENT}"
+        )
+    return _positive_int("max_concurrent", value)
 
 
 def _non_negative_int(name: str, value: Any) -> int:

@@ -35,7 +35,7 @@ def run(tuner):
         ({"trial_timeout_s": "1m"}, ValueError, "trial_timeout_s='1m': pass a positive number"),
         ({"seed": -3}, ValueError, "seed=-3: pass a whole number >= 0"),
         ({"max_failures": -1}, ValueError, "max_failures=-1: pass a whole number >= 0"),
-        ({"name": "a/b"}, ValueError, "name='a/b': use letters, digits"),
+        ({"name": "a/b"}, ValueError, "name='a/b': use one folder name of letters, digits"),
         ({"metric": 3}, TypeError, "metric=3: pass the name of a reported value"),
         ({"stop": "soon"}, TypeError, "stop='soon': pass a dict like"),
     ],

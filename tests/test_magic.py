@@ -442,6 +442,9 @@ MISTAKES = {
         "model/layers"
     ],
     "%tune concurrency 0": ["%tune concurrency: max_concurrent=0: pass a whole number >= 1"],
+    '%tune train --executor "loky(max_workers=-1)"': [
+        "%tune: LokyExecutor(max_workers=-1): pass a whole number >= 1"
+    ],
     "%tune concurrency two": [
         "%tune concurrency: argument N: invalid int value: 'two'",
         "usage: %tune concurrency [-h] [--run NAME] N",
@@ -458,6 +461,23 @@ def test_a_mistake_is_one_line_with_the_usage(kernel, call):
     cell = kernel.run(call)
     assert not cell.ok, "the cell fails, so that Run All stops there"
     assert cell.stderr.splitlines() == [f"UsageError: {MISTAKES[call][0]}", *MISTAKES[call][1:]]
+
+
+def test_the_line_reaches_nbtune_as_typed_and_runs_no_code(kernel):
+    kernel.check("""
+        %tune train --space space --executor thread --name verbatim --overwrite --no-display
+        wait_until(_tuner, lambda: reported(_tuner, 0, 1))
+    """)
+    cell = kernel.run("%tune add lr={__import__('os').mkdir('expanded')} model/layers=$x")
+    assert len(cell.stderr.splitlines()) <= 1
+    kernel.check("import os; assert not os.path.exists('expanded')")
+
+
+def test_deeply_nested_options_are_one_usage_error(kernel):
+    nested = "[" * 100_000 + "]" * 100_000
+    cell = kernel.run(f'%tune train --scheduler "asha(max_t={nested})"')
+    assert cell.stderr.startswith("UsageError: %tune: argument --scheduler: ")
+    assert len(cell.stderr.splitlines()) == 2, "the error and the usage"
 
 
 def test_a_command_before_any_launch_says_to_launch_first(tmp_path):

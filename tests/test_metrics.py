@@ -12,7 +12,7 @@ import trainables
 
 import nbtune as nt
 from nbtune.events import TrialResult
-from nbtune.metrics import finite, number, plain, problem, require
+from nbtune.metrics import Pickled, finite, number, plain, problem, require
 from nbtune.stopping import StopCriteria
 from nbtune.ui.data import history_data
 
@@ -181,7 +181,8 @@ def test_the_worker_sends_plain_python_whatever_the_trainable_reports(make_tuner
     assert type(result["ratio"]) is float and result["ratio"] == 0.25
     assert result["nested"] == {"a": [0.5, [1]]} and type(result["nested"]["a"][0]) is float
     assert type(result["text"]) is str
-    assert isinstance(result["one_element"], np.ndarray), "recorded as it was reported"
+    assert isinstance(result["one_element"], Pickled), "kept pickled: the kernel never unpickles it"
+    assert isinstance(result["one_element"].load(), np.ndarray), "recorded as it was reported"
 
 
 @pytest.fixture(scope="module")

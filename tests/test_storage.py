@@ -24,10 +24,11 @@ def test_the_directory_is_private_to_its_owner(storage):
 
 def test_odd_values_survive_the_journal():
     value = {"n": np.int64(3), "f": np.float32(0.5), "fn": len, "nan": float("nan")}
-    back = loads(dumps(value))
+    back = loads(dumps(value), trust=True)
     assert back["n"] == 3
     assert back["f"] == 0.5
     assert back["fn"] is len
+    assert loads(dumps(value))["fn"].load() is len, "kept pickled unless trusted"
     assert back["nan"] != back["nan"]
 
 

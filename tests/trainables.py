@@ -353,8 +353,134 @@ def resources_seen(config):
         )
 
 
+def reports_in_finally(config):
+    """Reports until it is stopped, then reports once more from a `finally:` block."""
+    step = 0
+    try:
+        while True:
+            step += 1
+            nt.report(loss=1.0 / step)
+    finally:
+        nt.report(loss=0.0, last=True)
+
+
+def swallows_the_stop(config):
+    """Catches everything `report` raises, the stop included, and reports on."""
+    for step in range(1, 6):
+        try:
+            nt.report(loss=1.0 / step)
+        except BaseException:
+            nt.report(loss=0.0, caught=True)
+
+
+class LoadsNowhere:
+    """Pickles in the worker, but its pickle raises wherever it is loaded."""
+
+    def __reduce__(self):
+        return _refuse_to_load, ()
+
+
+def _refuse_to_load():
+    raise RuntimeError("this value cannot be loaded here")
+
+
+def _circular():
+    loop = {"a": 1}
+    loop["self"] = loop
+    return loop
+
+
+ODD_VALUES = {
+    "huge_int": lambda: {"loss": 10**400},
+    "huge_extra": lambda: {"loss": 0.5, "count": -(10**5000)},
+    "tuple_keys": lambda: {"loss": 0.5, "table": {(1, 2): 3}},
+    "circular": lambda: {"loss": 0.5, "loop": _circular()},
+    "int_and_text_key": lambda: {"loss": 0.5, "by_id": {1: "a", "1": "b"}},
+}
+
+
+def reports_odd(config):
+    """Reports a plain result, then the odd one named by `config["odd"]` (or a value that
+    cannot be loaded outside the worker), then a plain one again."""
+    nt.report(loss=1.0)
+    odd = config["odd"]
+    nt.report(ODD_VALUES[odd]() if odd in ODD_VALUES else {"loss": 0.5, "blob": LoadsNowhere()})
+    nt.report(loss=0.25)
+
+
+LOOKALIKES = {
+    "marker": {"__pickle__": "hello"},
+    "escape": {"__dict__": [1, 2]},
+    "nested": {"a": {"__pickle__": "x", "b": 1}, "list": [{"__dict__": "y"}]},
+}
+
+
+def reports_lookalikes(config):
+    """Reports dicts shaped like nbtune's own markers for pickled values, and an array."""
+    nt.report(loss=0.5, grid=np.eye(2), **LOOKALIKES)
+
+
+class WritesWhenLoaded:
+    """Its pickle creates the file `path` wherever it is loaded."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def leaves_every_file(config):
+    """Prints, checkpoints and then fails: it leaves output.log, a checkpoint and error.txt."""
+    print("a line for output.log")
+    nt.report(loss=1.0, checkpoint={"step": 1})
+    raise RuntimeError("a line for error.txt")
+
+
+def uses_a_pool(config):
+    """Runs a task in a process pool of its own, started by `config["method"]`."""
+    import multiprocessing
+
+    with multiprocessing.get_context(config["method"]).Pool(1) as pool:
+        nt.report(loss=float(pool.apply(abs, (-2,))))
+
+
+def _report_refused():
+    """What `nbtune.report` says where it cannot report (None if it reported)."""
+    try:
+        nt.report(loss=0.0)
+    except RuntimeError as exc:
+        return str(exc)
+    return None
+
+
+def reports_from_a_fork(config):
+    """A forked child tries to report (and writes what it was told to `config["said"]`)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with open(config["said"], "w") as file:
+                file.write(_report_refused() or "reported")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    nt.report(loss=1.0)
+
+
+def reports_from_a_thread(config):
+    """A helper thread tries to report; the trial reports what it was told."""
+    import threading
+
+    said = []
+    helper = threading.Thread(target=lambda: said.append(_report_refused()))
+    helper.start()
+    helper.join()
+    nt.report(loss=1.0, said=said[0] or "reported")
+
+
 def uses_joblib(config):
-    """Runs a `joblib.Parallel` of two processes inside the trial, as scikit-learn's n_jobs."""
+    """Computes with joblib.Parallel on two processes, as scikit-learn's n_jobs=2 does."""
     from joblib import Parallel, delayed
 
-    nt.report(loss=float(sum(Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(10)))))
+    squares = Parallel(n_jobs=2)(delayed(abs)(-x) for x in range(4))
+    nt.report(loss=float(sum(squares)))

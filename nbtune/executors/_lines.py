@@ -32,13 +32,23 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client, Connection, Listener, wait
+from multiprocessing.connection import (
+    Client,
+    Connection,
+    Listener,
+    answer_challenge,
+    deliver_challenge,
+    wait,
+)
 from typing import Any
 
 import cloudpickle
 
 from nbtune.protocol import Ack, Hello, Ready, WorkerEvent, WorkerLost
 from nbtune.session import answer
+
+HANDSHAKE_TIMEOUT_S = 5.0
+"""How long a new connection has to prove that it knows the run's key."""
 
 Translate = Callable[[WorkerEvent], WorkerEvent]
 """Turns a worker's message into the one the runner sees (the Dask executor stores shipped
@@ -117,6 +127,12 @@ def greet(connection: WorkerLine, launch_key: int) -> bool:
     return answer(connection).ok
 
 
+def _shut(connection: Connection) -> None:
+    """Wake a thread blocked reading `connection`: it reads the end of the stream."""
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(connection.fileno())) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
+
+
 def _no_delay(connection: Connection) -> None:
     """Send small TCP messages at once: a report waits for its reply, so Nagle costs 40 ms."""
     with contextlib.suppress(OSError), socket.socket(fileno=os.dup(connection.fileno())) as sock:
@@ -149,7 +165,7 @@ class TrialLines:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_write, False)
         self.authkey = secrets.token_bytes(32)
-        self._listener = Listener(address, family=family, authkey=self.authkey)
+        self._listener = Listener(address, family=family)
         self.address = self._listener.address
         self._translate = translate
         self._bystander = bystander
@@ -333,19 +349,41 @@ class TrialLines:
         connection.close()
 
     def _accept(self) -> None:
+        """Take connections as they come; each proves it knows the key on a thread of its
+        own, so that one that says nothing never keeps the next worker out."""
         listener = self._listener
         with listener:
             while True:
                 try:
                     connection = listener.accept()
-                except (OSError, EOFError, AuthenticationError):
+                except OSError:
                     if self._closing:
                         return
                     continue
                 if self._closing:
                     connection.close()
                     return
-                _no_delay(connection)
-                with self._lock:
-                    self._connections[connection] = None
-                self.wakeup()
+                threading.Thread(
+                    target=self._handshake, args=(connection,), name="nbtune-handshake", daemon=True
+                ).start()
+
+    def _handshake(self, connection: Connection) -> None:
+        """Authenticate `connection` both ways (as `Listener.accept` does) within
+        `HANDSHAKE_TIMEOUT_S`, then file it; one that fails or stays silent is hung up on."""
+        timer = threading.Timer(HANDSHAKE_TIMEOUT_S, _shut, (connection,))
+        timer.start()
+        try:
+            deliver_challenge(connection, self.authkey)
+            answer_challenge(connection, self.authkey)
+        except (OSError, EOFError, AuthenticationError):
+            connection.close()
+            return
+        finally:
+            timer.cancel()
+        _no_delay(connection)
+        with self._lock:
+            if self._closing:
+                connection.close()
+                return
+            self._connections[connection] = None
+        self.wakeup()

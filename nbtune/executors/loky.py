@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import traceback
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
@@ -79,15 +79,36 @@ def _acquire_pool(max_workers: int) -> ProcessPoolExecutor:
         pool = ProcessPoolExecutor(max_workers=max_workers, timeout=_IDLE_WORKER_TIMEOUT_S)
         for _ in range(max_workers):
             pool.submit(_warm_up)
+        if not _every_pool:
+            _before_loky_exits(_shutdown_pools)
         _every_pool.append(pool)
         return pool
+
+
+def _before_loky_exits(call: Callable[[], None]) -> None:
+    """Run `call` when the interpreter exits, before loky waits there for its pools' workers.
+
+    loky joins its pools at exit (a `threading._register_atexit` hook, which runs before
+    `atexit`'s, last registered first), and a worker whose trial left joblib processes behind
+    can keep that wait going for minutes: the pools must be killed first. Registered once
+    the first pool runs, so after loky's own hook.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        atexit.register(call)
+    else:
+        register(call)
 
 
 def _release_pool(pool: ProcessPoolExecutor) -> None:
     """Keep `pool` warm for the next run, unless it broke."""
     with _pools_lock:
-        if pool._flags.broken is None and not pool._flags.shutdown:
+        if _works(pool):
             _idle_pools.setdefault(pool._max_workers, []).append(pool)
+
+
+def _works(pool: ProcessPoolExecutor) -> bool:
+    return pool._flags.broken is None and not pool._flags.shutdown
 
 
 def _warm_up() -> None:
@@ -98,7 +119,6 @@ def _warm_up() -> None:
     """
 
 
-@atexit.register
 def _shutdown_pools() -> None:
     with _pools_lock:
         for pool in _every_pool:
@@ -111,6 +131,7 @@ def _serve(payload: bytes, address: str, authkey: bytes) -> None:
     """A worker's task for a whole run: run the trials that come down its line, one after
     another, until the run hangs up."""
     _tie_to_driver()
+    _forget_loky_start_method()
     try:
         connection = connect(address, authkey)
         connection.send(Ready(os.getpid()))
@@ -158,6 +179,17 @@ def _end_own_children() -> None:
             os.kill(child.pid, signal.SIGKILL)
 
 
+def _forget_loky_start_method() -> None:
+    """Give trials the platform's default multiprocessing start method, as outside nbtune.
+
+    A loky worker's default is loky's own, which only loky's processes know: a spawn or
+    forkserver pool that a trial starts would hand it to children that cannot find it
+    ("cannot find context for 'loky'"), and hang.
+    """
+    if multiprocessing.get_start_method(allow_none=True) == "loky":
+        multiprocessing.set_start_method(None, force=True)
+
+
 def _run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> None:
     try:
         trainable = load_trainable(payload)
@@ -191,12 +223,17 @@ class LokyExecutor(Executor):
     def __init__(
         self, max_workers: int | None = None, *, gpus: Sequence[str] | None = None
     ) -> None:
+        if max_workers is not None and (
+            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
+        ):
+            raise ValueError(f"LokyExecutor(max_workers={max_workers!r}): pass a whole number >= 1")
         self.max_workers = max_workers
         self._gpus = None if gpus is None else [str(gpu) for gpu in gpus]
-        self._pool: ProcessPoolExecutor | None = None
+        self._pools: list[ProcessPoolExecutor] = []
         self._lines: TrialLines | None = None
         self._lock = threading.Lock()
-        self._serving: set[Future] = set()
+        self._serving: dict[Future, ProcessPoolExecutor] = {}
+        self._holding: set[int] = set()
         self._spared: set[int] = set()
         self._waiting: deque[TrialLaunch] = deque()
         self._dropped: list[WorkerEvent] = []
@@ -212,11 +249,10 @@ class LokyExecutor(Executor):
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         self._data = RunData()
         self._payload = self._data.dumps(trainable)
-        self._size = self.max_workers or max_workers
-        self._pool = _acquire_pool(self._size)
-        self._pools = [self._pool]
+        self._size = self._warm = self.max_workers or max_workers
+        self._pools = []
         self._lines = TrialLines(bystander=self._was_spared)
-        self._serving, self._spared = set(), set()
+        self._serving, self._spared, self._holding = {}, set(), set()
         self._waiting.clear()
         self._dropped, self._failure = [], None
         self._open = True
@@ -227,9 +263,8 @@ class LokyExecutor(Executor):
         self._dispatch()
 
     def resize(self, max_workers: int) -> None:
+        """Allow up to `max_workers` workers; more start only when trials wait for them."""
         if max_workers > self._size:
-            self._pool = _acquire_pool(max_workers)
-            self._pools.append(self._pool)
             self._size = max_workers
             self._staff()
 
@@ -245,6 +280,7 @@ class LokyExecutor(Executor):
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
         events = self._lines.poll(timeout)
+        self._holding.difference_update(e.trial_id for e in events if not e.holds_worker)
         self._staff()
         self._dispatch()
         events.extend(self._dropped)
@@ -288,31 +324,50 @@ class LokyExecutor(Executor):
     def _dispatch(self) -> None:
         """Send waiting trials down idle lines; with no worker left to serve them, they are lost."""
         while self._waiting and self._lines.launch(self._waiting[0].trial_id, self._waiting[0]):
-            self._waiting.popleft()
+            self._holding.add(self._waiting.popleft().trial_id)
+        self._staff()
         if self._waiting and self._failure is not None and not self._serving:
             error = f"its worker failed: {self._failure!r}"
             self._dropped.extend(WorkerLost(launch.trial_id, error) for launch in self._waiting)
             self._waiting.clear()
 
     def _staff(self) -> None:
-        """One serving task per worker: start those missing (a broken pool is replaced)."""
+        """One serving task per worker that can be busy: the run's first workers at once, more
+        (up to `resize`'s count) only for trials that run or wait, so that a larger count than
+        there are trials starts no idle process. A broken pool is replaced."""
         if not self._open:
             return
         with self._lock:
-            missing = 0 if self._failure is not None else self._size - len(self._serving)
+            busy = len(self._holding) + len(self._waiting)
+            wanted = min(self._size, max(self._warm, busy))
+            missing = 0 if self._failure is not None else wanted - len(self._serving)
         for _ in range(missing):
-            self._submit(_serve, self._payload, self._lines.address, self._lines.authkey)
+            self._submit(missing)
 
-    def _submit(self, *args: object) -> None:
+    def _submit(self, due: int) -> None:
+        """Submit one serving task; `due`, how many are being submitted, sizes a new pool."""
+        task = (_serve, self._payload, self._lines.address, self._lines.authkey)
+        pool = self._pool_with_room(due)
         try:
-            future = self._pool.submit(*args)
+            future = pool.submit(*task)
         except _POOL_ERRORS:
-            self._pool = _acquire_pool(self._pool._max_workers)
-            self._pools.append(self._pool)
-            future = self._pool.submit(*args)
+            pool = self._pool_with_room(due)
+            future = pool.submit(*task)
         with self._lock:
-            self._serving.add(future)
-        future.add_done_callback(functools.partial(self._on_served, self._pool))
+            self._serving[future] = pool
+        future.add_done_callback(functools.partial(self._on_served, pool))
+
+    def _pool_with_room(self, due: int) -> ProcessPoolExecutor:
+        """A working pool with a worker free of serving tasks, else a new one for the `due`
+        tasks (a serving task holds its worker for the whole run: never queue one)."""
+        with self._lock:
+            load = Counter(self._serving.values())
+        for pool in self._pools:
+            if _works(pool) and load[pool] < pool._max_workers:
+                return pool
+        pool = _acquire_pool(due)
+        self._pools.append(pool)
+        return pool
 
     def _on_served(self, pool: ProcessPoolExecutor, future: Future) -> None:
         """Runs on loky's thread when a serving task ends: its line broke, or its pool did.
@@ -323,7 +378,7 @@ class LokyExecutor(Executor):
         """
         error = None if future.cancelled() else future.exception()
         with self._lock:
-            self._serving.discard(future)
+            self._serving.pop(future, None)
             if isinstance(error, _POOL_ERRORS):
                 processes = pool._processes.items()
                 self._spared.update(pid for pid, process in processes if process.exitcode is None)
