@@ -168,7 +168,8 @@ def _remove_folder(folder: str) -> None:
 
 
 def _write(array: Any, path: str) -> None:
-    """Write `array` to `path` as a `.npy` file that appears whole, or an `.error` file."""
+    """Write `array` to `path` as a `.npy` file that appears whole, or else an `.error` file
+    that appears whole (a worker waiting for the array reads it at once)."""
     import numpy as np
 
     part = f"{path}.part"
@@ -177,10 +178,12 @@ def _write(array: Any, path: str) -> None:
             np.save(file, array, allow_pickle=False)
         os.replace(part, path)
     except Exception as exc:
-        with contextlib.suppress(OSError), open(f"{path}.error", "w") as file:
-            file.write(f"{type(exc).__name__}: {exc}")
         with contextlib.suppress(OSError):
             os.remove(part)
+        with contextlib.suppress(OSError):
+            with open(f"{path}.error.part", "w") as file:
+                file.write(f"{type(exc).__name__}: {exc}")
+            os.replace(f"{path}.error.part", f"{path}.error")
 
 
 class _MappingPickler(cloudpickle.CloudPickler):

@@ -115,8 +115,10 @@ def _warm_up() -> None:
     """Give each new worker nbtune's modules before its first trial: a warm start.
 
     Unpickling this task imports them, which keeps one worker busy while the next takes the
-    next warm-up task, so every worker gets one.
+    next warm-up task, so every worker gets one. A worker is tied to its driver from then on,
+    even one that never serves a run.
     """
+    _tie_to_driver()
 
 
 def _shutdown_pools() -> None:
