@@ -300,9 +300,9 @@ class TrialRunner:
         if not self.book.queue and self.searcher.is_finished:
             return
         held = [
-            trial
-            for trial in self.book
-            if trial.paused_by == "suspend" and not self.book.live[trial.trial_id].user_paused
+            self.book[trial_id]
+            for trial_id, live in self.book.live.items()
+            if self.book[trial_id].paused_by == "suspend" and not live.user_paused
         ]
         if held:
             trial = held[0]
@@ -315,7 +315,11 @@ class TrialRunner:
         for `Tuner.restore` to carry on."""
         if self._stopping is not None or self.book.queue or not self.searcher.is_finished:
             return
-        paused = [trial for trial in self.book if trial.status is TrialStatus.PAUSED]
+        paused = [
+            self.book[trial_id]
+            for trial_id in self.book.live
+            if self.book[trial_id].status is TrialStatus.PAUSED
+        ]
         if not paused or any(self.book.live[t.trial_id].user_paused for t in paused):
             return
         if any(self.book[trial_id].paused_by != "suspend" for trial_id in self.book.on_worker()):
@@ -367,7 +371,7 @@ class TrialRunner:
     def _free_gpus(self) -> str | None:
         """The GPUs for the next trial ("" when it asks for none); None if too few are free.
         A trial told to stop holds its GPUs until its worker lets go of it."""
-        if self.executor.schedules_resources:
+        if self.executor.schedules_resources or not self.resources.gpu:
             return ""
         taken = [self.book[trial_id].gpus or "" for trial_id in self.book.on_worker()]
         return self.resources.pick(self.executor.gpus(), taken)

@@ -26,6 +26,14 @@ def paused(trial_id):
     return lambda event: isinstance(event, TrialPaused) and event.trial_id == trial_id
 
 
+def start_then_pause(tuner, log, after):
+    """Start the run, and pause trial 0 once it has reported `after` results."""
+    tuner.start()
+    log.wait_for(result_of(0, after))
+    tuner.pause(0)
+    log.wait_for(paused(0))
+
+
 def stored_steps(tuner, trial_id):
     """The iterations whose checkpoints trial `trial_id` keeps on disk."""
     return sorted(checkpoint.stored(tuner.path / "trials" / str(trial_id) / "checkpoints"))
@@ -50,10 +58,7 @@ def test_a_directory_checkpoint_survives_pause_and_resume_and_comes_back(
         executor=executor_class(),
         callbacks=[log],
     )
-    tuner.start()
-    log.wait_for(result_of(0, 3))
-    tuner.pause(0)
-    log.wait_for(paused(0))
+    start_then_pause(tuner, log, after=3)
     assert isinstance(tuner.get_checkpoint(0), nt.Checkpoint)
     tuner.resume(0)
     assert tuner.wait(60)
@@ -88,10 +93,7 @@ def test_a_fork_starts_from_the_parent_s_directory_checkpoint(executor_class, ma
         executor=executor_class(),
         callbacks=[log],
     )
-    tuner.start()
-    log.wait_for(result_of(0, 3))
-    tuner.pause(0)
-    log.wait_for(paused(0))
+    start_then_pause(tuner, log, after=3)
     start = tuner.get_trial(0).checkpoint_iteration
     child = tuner.fork(0, {"steps": 22})
     tuner.resume(0)
@@ -111,10 +113,7 @@ def test_a_restored_run_resumes_a_paused_trial_from_its_directory_checkpoint(
         executor=executor_class(),
         callbacks=[log],
     )
-    tuner.start()
-    log.wait_for(result_of(0, 2))
-    tuner.pause(0)
-    log.wait_for(paused(0))
+    start_then_pause(tuner, log, after=2)
     tuner.stop()
     assert tuner.wait(30)
     restored = nt.Tuner.restore(
@@ -194,10 +193,7 @@ def test_a_large_directory_checkpoint_travels_through_dask(make_tuner, log, dask
         executor=nt.DaskExecutor(dask_client),
         callbacks=[log],
     )
-    tuner.start()
-    log.wait_for(result_of(0, 2))
-    tuner.pause(0)
-    log.wait_for(paused(0))
+    start_then_pause(tuner, log, after=2)
     tuner.resume(0)
     assert tuner.wait(60)
     assert iterations(tuner, 0) == list(range(1, 21))

@@ -26,16 +26,22 @@ def overlapping(spans_):
     return [(a, b) for a, b in itertools.combinations(spans_, 2) if a[0] <= b[1] and b[0] <= a[1]]
 
 
-def test_each_trial_sees_only_its_own_gpus(make_tuner):
+def six_trials_on_gpus(make_tuner, gpu, gpus):
+    """Run six trials, four at a time if the GPUs allow, each asking for `gpu` of `gpus`."""
     tuner = make_tuner(
         trainables.resources_seen,
         {"trial": nt.grid(list(range(6)))},
         metric="loss",
         max_concurrent=4,
-        resources_per_trial={"gpu": 1},
-        executor=nt.LokyExecutor(gpus=["0", "1"]),
+        resources_per_trial={"gpu": gpu},
+        executor=nt.LokyExecutor(gpus=gpus),
     )
     tuner.run()
+    return tuner
+
+
+def test_each_trial_sees_only_its_own_gpus(make_tuner):
+    tuner = six_trials_on_gpus(make_tuner, 1, ["0", "1"])
     seen = spans(tuner)
     assert {gpus for _, _, gpus in seen} == {"0", "1"}
     for a, b in overlapping(seen):
@@ -44,16 +50,7 @@ def test_each_trial_sees_only_its_own_gpus(make_tuner):
 
 
 def test_a_fraction_shares_a_gpu_with_at_most_one_other_trial(make_tuner):
-    tuner = make_tuner(
-        trainables.resources_seen,
-        {"trial": nt.grid(list(range(6)))},
-        metric="loss",
-        max_concurrent=4,
-        resources_per_trial={"gpu": 0.5},
-        executor=nt.LokyExecutor(gpus=["0"]),
-    )
-    tuner.run()
-    seen = spans(tuner)
+    seen = spans(six_trials_on_gpus(make_tuner, 0.5, ["0"]))
     assert {gpus for _, _, gpus in seen} == {"0"}
     for a, b, c in itertools.combinations(seen, 3):
         at_once = a[0] <= b[1] and b[0] <= a[1] and max(a[0], b[0]) <= c[1]

@@ -29,10 +29,8 @@ import atexit
 import contextlib
 import functools
 import multiprocessing
-import multiprocessing.util
 import os
 import signal
-import sys
 import threading
 import time
 import traceback
@@ -76,7 +74,12 @@ def _acquire_pool(max_workers: int) -> ProcessPoolExecutor:
         idle = _idle_pools.get(max_workers)
         if idle:
             return idle.pop()
-        pool = ProcessPoolExecutor(max_workers=max_workers, timeout=_IDLE_WORKER_TIMEOUT_S)
+        pool = ProcessPoolExecutor(
+            max_workers=max_workers,
+            timeout=_IDLE_WORKER_TIMEOUT_S,
+            initializer=_tie_to_driver,
+            initargs=(os.getpid(),),
+        )
         for _ in range(max_workers):
             pool.submit(_warm_up)
         if not _every_pool:
@@ -115,10 +118,8 @@ def _warm_up() -> None:
     """Give each new worker nbtune's modules before its first trial: a warm start.
 
     Unpickling this task imports them, which keeps one worker busy while the next takes the
-    next warm-up task, so every worker gets one. A worker is tied to its driver from then on,
-    even one that never serves a run.
+    next warm-up task, so every worker gets one.
     """
-    _tie_to_driver()
 
 
 def _shutdown_pools() -> None:
@@ -132,7 +133,6 @@ def _shutdown_pools() -> None:
 def _serve(payload: bytes, address: str, authkey: bytes) -> None:
     """A worker's task for a whole run: run the trials that come down its line, one after
     another, until the run hangs up."""
-    _tie_to_driver()
     _forget_loky_start_method()
     try:
         connection = connect(address, authkey)
@@ -146,39 +146,21 @@ def _serve(payload: bytes, address: str, authkey: bytes) -> None:
 
 
 _PARENT_CHECK_S = 1.0
-_watched_parent: int | None = None
 
 
-def _tie_to_driver() -> None:
-    """Once per worker process: end it at once if its driver dies (a killed kernel or
-    script), even in the middle of a trial, where loky's own idle timeout would keep it for
-    minutes; and let it exit without waiting for processes its trials started (a nested
-    `joblib.Parallel` keeps idle workers for 300 s, which held the driver's exit as long)."""
-    global _watched_parent
-    if _watched_parent is not None:
-        return
-    _watched_parent = os.getppid()
-    threading.Thread(target=_exit_without_parent, name="nbtune-parent-watch", daemon=True).start()
-    multiprocessing.util.Finalize(None, _end_own_children, exitpriority=100)
+def _tie_to_driver(driver: int) -> None:
+    """Each worker's initializer: end the worker at once when its driver (process `driver`)
+    dies, a killed kernel or script, even in the middle of a trial or before its first task,
+    where loky's own idle timeout would keep it for minutes."""
+    threading.Thread(
+        target=_exit_without, args=(driver,), name="nbtune-driver-watch", daemon=True
+    ).start()
 
 
-def _exit_without_parent() -> None:
-    while os.getppid() == _watched_parent:
+def _exit_without(driver: int) -> None:
+    while os.getppid() == driver:
         time.sleep(_PARENT_CHECK_S)
     os._exit(1)
-
-
-def _end_own_children() -> None:
-    """At the worker's exit: stop joblib's pool if a trial used one (its workers end at once
-    and clean up), then kill whatever else the trials left (multiprocessing would join each
-    of them first)."""
-    nested = sys.modules.get("joblib.externals.loky.reusable_executor")
-    pool = getattr(nested, "_executor", None)
-    if pool is not None:
-        pool.shutdown(wait=True)
-    for child in multiprocessing.active_children():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGKILL)
 
 
 def _forget_loky_start_method() -> None:

@@ -183,6 +183,20 @@ tuner.wait()
 """
 
 
+def start_script(code, folder, **options):
+    """A Python process running `code` with the experiment folder as its argument; it can
+    import the tests' trainables, and its standard output is a pipe of text."""
+    tests = os.path.dirname(os.path.dirname(__file__))
+    path = os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
+    return subprocess.Popen(
+        [sys.executable, "-c", code, str(folder)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+        **options,
+    )
+
+
 def children_of(pid):
     """Handles (pidfds) on the processes whose parent is `pid`, read from /proc: each becomes
     readable when its process ends."""
@@ -202,14 +216,7 @@ def children_of(pid):
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits on processes with pidfds")
 def test_workers_do_not_outlive_a_killed_driver(tmp_path):
-    tests = os.path.dirname(os.path.dirname(__file__))
-    path = os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
-    driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(tmp_path)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path},
-    )
+    driver = start_script(DRIVER, tmp_path)
     try:
         assert driver.stdout.readline() == "reporting\n", "the trials run in workers"
         workers = children_of(driver.pid)
@@ -240,15 +247,7 @@ print("run ended", flush=True)
 
 
 def test_a_script_whose_trials_use_joblib_exits_when_its_run_ends(tmp_path):
-    tests = os.path.dirname(os.path.dirname(__file__))
-    path = os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
-    script = subprocess.Popen(
-        [sys.executable, "-c", NESTED_JOBLIB, str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path},
-    )
+    script = start_script(NESTED_JOBLIB, tmp_path, stderr=subprocess.PIPE)
     try:
         assert script.stdout.readline() == "run ended\n"
         script.wait(timeout=20)
