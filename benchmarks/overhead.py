@@ -92,6 +92,7 @@ class Sizes:
     dispatch_trials: int = 200
     dispatch_reports: int = 10
     dispatch_warm_runs: int = 3
+    fresh_trials: int = 20
     burn_trials: int = 8
     burn_reports: int = 10
     burn_cpu_s: float = 0.1
@@ -108,6 +109,7 @@ QUICK = replace(
     FULL,
     dispatch_trials=40,
     dispatch_warm_runs=1,
+    fresh_trials=4,
     burn_cpu_s=0.02,
     latency_reports=250,
     silent_s=1.0,
@@ -186,6 +188,7 @@ def make_tuner(
     num_samples: int,
     config: Mapping[str, Any],
     callbacks: Iterable[Callable[[Event], None]] = (),
+    executor: nt.Executor | None = None,
 ) -> nt.Tuner:
     """A tuner with `WORKERS` workers whose every trial gets the constant `config`."""
     return nt.Tuner(
@@ -198,7 +201,7 @@ def make_tuner(
         name=name,
         storage_path=storage,
         seed=0,
-        executor=make_executor(),
+        executor=executor or make_executor(),
         callbacks=list(callbacks),
         progress=False,
         overwrite=True,
@@ -438,6 +441,36 @@ def figure_dispatch(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
     ]
 
 
+def figure_fresh_processes(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
+    """What a process per trial costs (`LokyExecutor(reuse_workers=False)`): seconds per trial
+    of a no-op trainable, `WORKERS` at once, against warm workers."""
+    trials, reports = sizes.fresh_trials, sizes.dispatch_reports
+    config = {"reports": reports}
+
+    def seconds_per_trial(name: str, reuse_workers: bool) -> float:
+        executor = nt.LokyExecutor(reuse_workers=reuse_workers)
+        tuner = make_tuner(
+            noop_train, storage, name, num_samples=trials, config=config, executor=executor
+        )
+        return timed_run(tuner) / trials
+
+    seconds_per_trial("fresh-warm-up", True)
+    fresh_s = seconds_per_trial("fresh", False)
+    warm_s = seconds_per_trial("warm", True)
+    return [
+        figure_row(
+            "fresh_process_per_trial",
+            fresh_s * 1000,
+            "ms/trial",
+            None,
+            warm_workers_ms_per_trial=warm_s * 1000,
+            trials=trials,
+            workers=WORKERS,
+            note=f"wall time per trial, {WORKERS} at once: a process started for each trial",
+        )
+    ]
+
+
 def figure_parallel(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
     """Wall time of CPU-bound trials over the ideal, executor start included (cold pool)."""
     trials, reports, cpu_s = sizes.burn_trials, sizes.burn_reports, sizes.burn_cpu_s
@@ -640,6 +673,7 @@ def time_frames(tuner: nt.Tuner) -> float:
 FIGURES: dict[str, Callable[[Sizes, str], list[dict[str, Any]]]] = {
     "dispatch": figure_dispatch,
     "parallel": figure_parallel,
+    "fresh_processes": figure_fresh_processes,
     "latency": figure_latency,
     "startup": figure_startup,
     "idle_cpu": figure_idle_cpu,

@@ -9,8 +9,14 @@ import pytest
 
 import nbtune as nt
 
-EXECUTORS = {"dask": None, "loky": nt.LokyExecutor, "thread": nt.ThreadExecutor}
-"""Each executor by name; the Dask one needs the session's cluster (see `executor_class`)."""
+EXECUTORS = {
+    "dask": None,
+    "fresh": functools.partial(nt.LokyExecutor, reuse_workers=False),
+    "loky": nt.LokyExecutor,
+    "thread": nt.ThreadExecutor,
+}
+"""Each executor by name ("fresh": a process per trial); the Dask one needs the session's
+cluster (see `executor_class`)."""
 
 
 @pytest.fixture

@@ -484,3 +484,27 @@ def uses_joblib(config):
 
     squares = Parallel(n_jobs=2)(delayed(abs)(-x) for x in range(4))
     nt.report(loss=float(sum(squares)))
+
+
+def holds_memory(config):
+    """Fills `mb` megabytes, keeps them, and reports its pid and environment `steps` times."""
+    ballast = bytearray(config["mb"] * 2**20)
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    for step in range(config.get("steps", 2)):
+        nt.report(
+            loss=float(step),
+            pid=os.getpid(),
+            gpus=os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),
+            held=len(ballast),
+        )
+
+
+def dies_at(config):
+    """Reports every `interval` s; at step `die_at` its process is killed (SIGKILL)."""
+    import signal
+
+    for step in range(1, config["steps"] + 1):
+        if step == config.get("die_at"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        nt.report(loss=1.0 / step, step=step, pid=os.getpid())
+        time.sleep(config.get("interval", 0.01))

@@ -37,6 +37,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
@@ -197,6 +198,13 @@ class LokyExecutor(Executor):
         max_workers: size of the worker pool; by default the run's `max_concurrent`.
         gpus: the GPU ids to hand out to trials that ask for them (`resources_per_trial`);
             by default the kernel's CUDA_VISIBLE_DEVICES, else what `nvidia-smi -L` lists.
+        reuse_workers: keep warm workers that run trial after trial, run after run (the
+            default: a trial starts in well under a millisecond). False starts a process for
+            each trial (Ray Tune's default, about half a second each): what a trial leaks
+            (GPU memory, framework graphs) is freed when it ends, and a process that dies takes
+            no other trial with it (see `nbtune.executors.fresh`). A warm worker keeps the
+            CUDA device of its first GPU trial once a library has opened it: runs that give
+            trials different GPUs want `reuse_workers=False`.
     """
 
     can_kill_trial = False
@@ -204,14 +212,31 @@ class LokyExecutor(Executor):
     captures_output = True
     isolates_trials = True
 
+    def __new__(cls, *args: Any, reuse_workers: bool = True, **kwargs: Any) -> LokyExecutor:
+        if reuse_workers is False and cls is LokyExecutor:
+            from nbtune.executors.fresh import FreshProcessExecutor
+
+            cls = FreshProcessExecutor
+        return super().__new__(cls)
+
     def __init__(
-        self, max_workers: int | None = None, *, gpus: Sequence[str] | None = None
+        self,
+        max_workers: int | None = None,
+        *,
+        gpus: Sequence[str] | None = None,
+        reuse_workers: bool = True,
     ) -> None:
         if max_workers is not None and (
             isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
         ):
             raise ValueError(f"LokyExecutor(max_workers={max_workers!r}): pass a whole number >= 1")
+        if not isinstance(reuse_workers, bool):
+            raise ValueError(
+                f"LokyExecutor(reuse_workers={reuse_workers!r}): pass True (warm workers) or "
+                "False (a fresh process per trial)"
+            )
         self.max_workers = max_workers
+        self.reuse_workers = reuse_workers
         self._gpus = None if gpus is None else [str(gpu) for gpu in gpus]
         self._pools: list[ProcessPoolExecutor] = []
         self._lines: TrialLines | None = None

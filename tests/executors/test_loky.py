@@ -176,7 +176,8 @@ def say_when_reporting(event):
         print("reporting", flush=True)
 
 tuner = nt.Tuner(trainables.forever, {"interval": 0.05, "x": nt.grid([0, 1])},
-                 storage_path=sys.argv[1], name="orphans", progress=False, max_concurrent=2)
+                 storage_path=sys.argv[1], name="orphans", progress=False, max_concurrent=2,
+                 executor=nt.LokyExecutor(reuse_workers=REUSE_WORKERS))
 tuner.subscribe(say_when_reporting)
 tuner.start()
 tuner.wait()
@@ -215,8 +216,9 @@ def children_of(pid):
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits on processes with pidfds")
-def test_workers_do_not_outlive_a_killed_driver(tmp_path):
-    driver = start_script(DRIVER, tmp_path)
+@pytest.mark.parametrize("reuse_workers", [True, False])
+def test_workers_do_not_outlive_a_killed_driver(tmp_path, reuse_workers):
+    driver = start_script(DRIVER.replace("REUSE_WORKERS", str(reuse_workers)), tmp_path)
     try:
         assert driver.stdout.readline() == "reporting\n", "the trials run in workers"
         workers = children_of(driver.pid)
@@ -240,14 +242,16 @@ import trainables
 
 tuner = nt.Tuner(trainables.uses_joblib, {"x": nt.grid([0, 1])}, metric="loss",
                  storage_path=__import__("sys").argv[1], name="nested", progress=False,
-                 max_concurrent=2)
+                 max_concurrent=2, executor=nt.LokyExecutor(reuse_workers=REUSE_WORKERS))
 tuner.run()
 print("run ended", flush=True)
 """
 
 
-def test_a_script_whose_trials_use_joblib_exits_when_its_run_ends(tmp_path):
-    script = start_script(NESTED_JOBLIB, tmp_path, stderr=subprocess.PIPE)
+@pytest.mark.parametrize("reuse_workers", [True, False])
+def test_a_script_whose_trials_use_joblib_exits_when_its_run_ends(tmp_path, reuse_workers):
+    code = NESTED_JOBLIB.replace("REUSE_WORKERS", str(reuse_workers))
+    script = start_script(code, tmp_path, stderr=subprocess.PIPE)
     try:
         assert script.stdout.readline() == "run ended\n"
         script.wait(timeout=20)
