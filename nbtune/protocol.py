@@ -166,8 +166,9 @@ class WorkerFailed(WorkerEvent):
 class WorkerLost(WorkerEvent):
     """The worker vanished without a word (killed, crashed, or its executor broke).
 
-    A `bystander` was lost only because another trial's worker died and took the shared pool
-    down with it (loky): nothing went wrong with the trial itself, so it is not a failure.
+    A `bystander` was lost only because another trial's worker died and took it along (a Dask
+    worker process running several tasks, or a launch queued behind a trial on a worker that
+    died): nothing went wrong with the trial itself, so it is not a failure.
     """
 
     error: str

@@ -105,8 +105,9 @@ class Tuner(ResultsView):
             they must return quickly.
         fail_fast: end the run when the first trial fails (after its retries).
         max_failures: start a failing trial again, from its latest checkpoint, up to this many
-            times before it ends as ERROR; a crashed worker counts as a failure (the trials that
-            only lost their worker because it broke the shared pool restart without counting).
+            times before it ends as ERROR; a crashed worker counts as a failure (trials that
+            only lost their worker because another died with it, on Dask, restart without
+            counting).
         trial_timeout_s: a trial that reports nothing for this many seconds (since it started
             or since its last report) is killed where the executor can, or else abandoned in
             its worker, and counts as a failure (retried as `max_failures` allows).

@@ -110,10 +110,12 @@ def test_stop_ends_a_running_or_paused_trial_and_keeps_its_results(make_tuner, l
 
 
 def test_force_stop_says_when_the_executor_cannot_kill(make_tuner, log):
-    tuner = make_tuner(trainables.forever, {"interval": 0.01}, callbacks=[log])
+    tuner = make_tuner(
+        trainables.forever, {"interval": 0.01}, callbacks=[log], executor=nt.ThreadExecutor()
+    )
     tuner.start()
     log.wait_for(result_of(0, 1))
-    with pytest.warns(UserWarning, match="LokyExecutor cannot kill a single trial"):
+    with pytest.warns(UserWarning, match="ThreadExecutor cannot kill a single trial"):
         tuner.stop(0, force=True)
     log.wait_for(event_of(TrialCompleted, 0))
     assert tuner.wait(30)

@@ -284,7 +284,7 @@ def test_a_second_writer_is_refused_while_the_first_run_lives(runs):
     nt.Tuner.restore(runs / "busy", trainables.silent, progress=False)
 
 
-def test_a_user_s_pause_holds_when_its_trial_restarts_as_a_bystander(make_tuner, log):
+def test_a_user_s_pause_holds_when_another_trial_s_worker_dies(make_tuner, log):
     space = {"interval": 0.02, "x": nt.grid([0, 1])}
     tuner = make_tuner(trainables.forever, space, metric="loss", max_failures=1, callbacks=[log])
     tuner.start()
@@ -298,8 +298,12 @@ def test_a_user_s_pause_holds_when_its_trial_restarts_as_a_bystander(make_tuner,
     log.wait_for(lambda e: isinstance(e, TrialResult) and e in log.events[after:])
     paused = tuner.get_trial(1)
     assert paused.status is nt.TrialStatus.PAUSED, "the user's pause holds"
-    assert paused.paused_by == "queue", "it lost its worker with the pool, and waits for one"
+    assert paused.paused_by == "suspend", "it kept its worker"
     assert not [e for e in log.of(TrialResult, 1) if e in log.events[after:]]
+    tuner.resume(1)
+    log.wait_for(
+        lambda e: isinstance(e, TrialResult) and e.trial_id == 1 and e in log.events[after:]
+    )
     tuner.stop()
     assert tuner.wait(30)
 

@@ -151,8 +151,6 @@ class TrialLines:
     as `WorkerLost`; `reply()` answers a trial. Thread-safe where `Executor` needs it to be:
     `wakeup()`, and the bookkeeping that the accept thread shares.
 
-    `bystander(pid)` says whether a worker whose line broke was lost only because another one
-    died (its trial then comes back as a bystander).
     """
 
     def __init__(
@@ -160,7 +158,6 @@ class TrialLines:
         family: str = "AF_UNIX",
         address: Any = None,
         translate: Translate | None = None,
-        bystander: Callable[[int], bool] | None = None,
     ) -> None:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_write, False)
@@ -168,8 +165,8 @@ class TrialLines:
         self._listener = Listener(address, family=family)
         self.address = self._listener.address
         self._translate = translate
-        self._bystander = bystander
         self._pids: dict[int, int] = {}
+        self._ready: set[int] = set()
         self._lock = threading.Lock()
         self._connections: dict[Connection, int | None] = {}
         self._by_trial: dict[int, Connection] = {}
@@ -194,6 +191,10 @@ class TrialLines:
     def pid_of(self, trial_id: int) -> int | None:
         """The process id of the worker running `trial_id`, once it has connected."""
         return self._pids.get(trial_id)
+
+    def has_served(self, pid: int) -> bool:
+        """Whether the worker `pid` said Ready: it started and connected."""
+        return pid in self._ready
 
     def serves(self, trial_id: int) -> bool:
         """Whether a worker is connected and running `trial_id`."""
@@ -306,6 +307,7 @@ class TrialLines:
             return []
         if isinstance(message, Ready):
             self._serving[connection] = message.pid
+            self._ready.add(message.pid)
             self._idle.append(connection)
             return []
         if self._translate is not None:
@@ -320,9 +322,7 @@ class TrialLines:
         return [message]
 
     def _lost(self, trial_id: int) -> WorkerLost:
-        pid = self._pids.pop(trial_id, None)
-        if pid is not None and self._bystander is not None and self._bystander(pid):
-            return WorkerLost(trial_id, "another trial's worker died", bystander=True)
+        self._pids.pop(trial_id, None)
         return WorkerLost(trial_id, "its worker process died")
 
     def _greeted(self, connection: Connection, hello: Hello) -> None:

@@ -12,9 +12,8 @@
 
 A process per trial costs a start (an interpreter, nbtune and the trainable, about half a second)
 and buys what warm workers cannot give: whatever a trial leaks (GPU memory, framework graphs,
-threads) is gone when it ends, each trial gets its CUDA_VISIBLE_DEVICES before anything in its
-process can touch a GPU, and a trial whose process dies or is killed takes no other trial with
-it (there is no shared pool to break). Processes start as loky's do (a fresh interpreter that
+threads) is gone when it ends, and each trial gets its CUDA_VISIBLE_DEVICES before anything in
+its process can touch a GPU. Processes start as loky's do (a fresh interpreter that
 does not import the notebook's or script's `__main__`), and are not daemonic, so a trial may
 start processes of its own (`n_jobs=-1`).
 """
@@ -112,13 +111,7 @@ def _kill(process: Any) -> None:
 
 
 class FreshProcessExecutor(LokyExecutor):
-    """What `LokyExecutor(reuse_workers=False)` makes: a new process for every trial.
-
-    Killing a trial's process harms no other trial, so `can_kill_trial` is True: a forced stop
-    ends the trial at once.
-    """
-
-    can_kill_trial = True
+    """What `LokyExecutor(reuse_workers=False)` makes: a new process for every trial."""
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         self._data = RunData()

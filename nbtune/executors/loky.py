@@ -1,46 +1,46 @@
-"""Trials in worker processes of a private loky pool (joblib's process executor, packaged alone).
+"""Trials in warm worker processes that nbtune starts and keeps (loky's processes, our own pool).
 
-    runner thread                               loky worker process
-    -------------                               -------------------
-    open() ---------- pool.submit, once a worker --> _serve(trainable, lines): the whole run
+    runner thread                               worker process (kept from run to run)
+    -------------                               -------------------------------------
+    open() ---- a free warm worker, or a new one, gets the run down its pipe
+                                                _serve(trainable, lines): the whole run
     accept thread <--- connect(address) ------------ Ready(pid)
     start(launch) ---- down an idle line -----------> run_trial(...), then the next launch
     poll() <-------------------------------------------- WorkerResult(metrics, ..., waits)
     reply(trial, decision) ---- Reply --------------> report() returns, or ends the trial
     poll() <------------------------------ WorkerDone or WorkerFailed: the line is idle
-    future callback: the pool broke -------------> serve again, on a fresh pool
+    close(): hang up ---------------------------------> "idle" up the pipe: free for the next run
 
-Each worker runs one serving task per run and takes the run's trials down its authenticated
-AF_UNIX line (about 0.03 ms per round trip; see `_lines`): a trial starts as soon as a line is
-idle, without a task submission or a handshake of its own. The pool is shared by every run in
-the process that asks for the same number of workers, so a second run starts on warm workers.
-It is nbtune's own pool, never joblib's global one, so `joblib.Parallel` keeps working beside it.
-The trainable is pickled once per run; large arrays in it travel as memory maps of files in a
+Each worker serves one run at a time and takes the run's trials down its authenticated AF_UNIX
+line (about 0.03 ms per round trip; see `_lines`): a trial starts as soon as a line is idle,
+without a task submission or a handshake of its own. Workers are kept for the next run in the
+process (they leave after `_IDLE_WORKER_TIMEOUT_S` unused), so a second run starts warm; runs
+side by side never share one. They are started the way loky starts its workers (a fresh
+interpreter that does not import `__main__`), and `joblib.Parallel` keeps its own pool. The
+trainable is pickled once per run; large arrays in it travel as memory maps of files in a
 run-private folder (`_shared`), so workers share one copy of them.
 
-A worker that dies breaks the whole pool: loky fails every running task, then kills the
-other workers. The task callbacks run in between, so the workers still alive there are spared by
-the death itself: a trial that they ran is a bystander, lost only because of another's death.
+The pool is nbtune's rather than a `loky.ProcessPoolExecutor` because a worker that dies there
+breaks the whole pool, and every trial on it: here a dead worker loses its own trial only, and
+the run starts another worker in its place.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import multiprocessing
 import os
-import signal
 import threading
 import time
 import traceback
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from multiprocessing.connection import wait
 from typing import Any
 
-from loky import ProcessPoolExecutor
-from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
+from loky.backend.context import get_context
+from loky.backend.utils import kill_process_tree
 
 from nbtune.executors._base import Executor
 from nbtune.executors._lines import TrialLines, WorkerLine, connect, hang_up, load_trainable
@@ -60,42 +60,103 @@ from nbtune.session import answer
 from nbtune.trainable import run_trial
 
 _IDLE_WORKER_TIMEOUT_S = 300
-_POOL_ERRORS = (BrokenProcessPool, ShutdownExecutorError)
-_every_pool: list[ProcessPoolExecutor] = []
-_idle_pools: dict[int, list[ProcessPoolExecutor]] = {}
-_pools_lock = threading.Lock()
+_HANDOVER_S = 0.25
+"""How long a new run waits for a worker of the last one to finish with it, rather than start
+a new process (a worker leaves a run within milliseconds unless its trial is busy)."""
+_EARLY_DEATHS = 3
+"""How many workers may die before they say Ready before a run stops starting more."""
 
 
-def _acquire_pool(max_workers: int) -> ProcessPoolExecutor:
-    """A pool of `max_workers` workers that no live run uses: an idle warm one, or a new one.
+class _Worker:
+    """A worker process, and the pipe down which it is handed a run (and says when it is done
+    with one)."""
 
-    Runs one after another share warm workers; runs side by side never queue behind each other.
-    """
-    with _pools_lock:
-        idle = _idle_pools.get(max_workers)
-        if idle:
-            return idle.pop()
-        pool = ProcessPoolExecutor(
-            max_workers=max_workers,
-            timeout=_IDLE_WORKER_TIMEOUT_S,
-            initializer=_tie_to_driver,
-            initargs=(os.getpid(),),
+    def __init__(self) -> None:
+        context = get_context("loky")
+        self.pipe, theirs = context.Pipe()
+        self.process = context.Process(
+            target=_work, args=(theirs, os.getpid()), name="nbtune-worker"
         )
-        for _ in range(max_workers):
-            pool.submit(_warm_up)
-        if not _every_pool:
-            _before_loky_exits(_shutdown_pools)
-        _every_pool.append(pool)
-        return pool
+        self.process.start()
+        theirs.close()
+        self.free = True
+
+    def serve(self, run: tuple[bytes, str, bytes]) -> None:
+        self.free = False
+        with contextlib.suppress(OSError):
+            self.pipe.send(run)
+
+    def is_free(self) -> bool:
+        """Alive and done with its last run."""
+        with contextlib.suppress(OSError, EOFError):
+            while self.pipe.poll():
+                self.pipe.recv()
+                self.free = True
+        return self.free and self.process.is_alive()
+
+    def kill(self) -> None:
+        """Kill the worker and what its trial started (a joblib pool, say)."""
+        with contextlib.suppress(OSError):
+            kill_process_tree(self.process)
+
+
+_every_worker: set[_Worker] = set()
+_free_workers: list[_Worker] = []
+_workers_lock = threading.Lock()
+
+
+def _take_worker() -> _Worker:
+    """A warm worker that no live run uses (one still leaving its last run is waited for,
+    briefly), or a new one."""
+    with _workers_lock:
+        for worker in [worker for worker in _free_workers if not worker.process.is_alive()]:
+            _free_workers.remove(worker)
+            _every_worker.discard(worker)
+        worker = _first_free()
+        if worker is None and _free_workers:
+            wait([worker.pipe for worker in _free_workers], _HANDOVER_S)
+            worker = _first_free()
+        if worker is not None:
+            _free_workers.remove(worker)
+            return worker
+        if not _every_worker:
+            _before_loky_exits(_kill_every_worker)
+        worker = _Worker()
+        _every_worker.add(worker)
+        return worker
+
+
+def _first_free() -> _Worker | None:
+    """The free worker given back last: the one most likely to have this run's data mapped."""
+    return next((worker for worker in reversed(_free_workers) if worker.is_free()), None)
+
+
+def _let_them_leave(workers: list[_Worker], timeout: float) -> None:
+    """Wait up to `timeout` s for `workers` to be done with their run: idle ones leave at once,
+    one whose trial is busy is not waited for long."""
+    deadline = time.monotonic() + timeout
+    while leaving := [w.pipe for w in workers if not w.is_free() and w.process.is_alive()]:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        wait(leaving, remaining)
+
+
+def _give_back(worker: _Worker) -> None:
+    """Keep `worker` for the next run; it takes one once it says it is done with this one."""
+    with _workers_lock:
+        if worker.process.is_alive():
+            _free_workers.append(worker)
+        else:
+            _every_worker.discard(worker)
 
 
 def _before_loky_exits(call: Callable[[], None]) -> None:
-    """Run `call` when the interpreter exits, before loky waits there for its pools' workers.
+    """Run `call` when the interpreter exits, before loky and multiprocessing wait there for
+    their processes.
 
-    loky joins its pools at exit (a `threading._register_atexit` hook, which runs before
-    `atexit`'s, last registered first), and a worker whose trial left joblib processes behind
-    can keep that wait going for minutes: the pools must be killed first. Registered once
-    the first pool runs, so after loky's own hook.
+    A worker whose trial left joblib processes behind can keep that wait going for minutes: the
+    workers must be killed first. `threading._register_atexit` hooks run before `atexit`'s.
     """
     register = getattr(threading, "_register_atexit", None)
     if register is None:
@@ -104,37 +165,29 @@ def _before_loky_exits(call: Callable[[], None]) -> None:
         register(call)
 
 
-def _release_pool(pool: ProcessPoolExecutor) -> None:
-    """Keep `pool` warm for the next run, unless it broke."""
-    with _pools_lock:
-        if _works(pool):
-            _idle_pools.setdefault(pool._max_workers, []).append(pool)
+def _kill_every_worker() -> None:
+    with _workers_lock:
+        workers = list(_every_worker)
+        _every_worker.clear()
+        _free_workers.clear()
+    for worker in workers:
+        worker.kill()
 
 
-def _works(pool: ProcessPoolExecutor) -> bool:
-    return pool._flags.broken is None and not pool._flags.shutdown
-
-
-def _warm_up() -> None:
-    """Give each new worker nbtune's modules before its first trial: a warm start.
-
-    Unpickling this task imports them, which keeps one worker busy while the next takes the
-    next warm-up task, so every worker gets one.
-    """
-
-
-def _shutdown_pools() -> None:
-    with _pools_lock:
-        for pool in _every_pool:
-            pool.shutdown(wait=False, kill_workers=True)
-        _every_pool.clear()
-        _idle_pools.clear()
+def _work(runs: Any, driver: int) -> None:
+    """A worker process's life: serve the runs that come down `runs`, one after another, until
+    none comes for `_IDLE_WORKER_TIMEOUT_S` or the driver is gone."""
+    _tie_to_driver(driver)
+    _forget_loky_start_method()
+    with contextlib.suppress(OSError, EOFError):
+        while runs.poll(_IDLE_WORKER_TIMEOUT_S):
+            _serve(*runs.recv())
+            runs.send("idle")
 
 
 def _serve(payload: bytes, address: str, authkey: bytes) -> None:
     """A worker's task for a whole run: run the trials that come down its line, one after
     another, until the run hangs up."""
-    _forget_loky_start_method()
     try:
         connection = connect(address, authkey)
         connection.send(Ready(os.getpid()))
@@ -190,24 +243,22 @@ def _run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> Non
 class LokyExecutor(Executor):
     """Runs each trial in a worker process; the default executor.
 
-    Killing one worker breaks every trial on a loky pool, so `can_kill_trial` is False: stops
-    are cooperative, delivered as the reply to the trial's next report. A hung trial can still
-    be killed (`can_kill_worker`): the trials on the other workers come back as bystanders.
+    Killing a worker ends its own trial only, so `can_kill_trial` is True: a forced stop ends
+    the trial at once, and a hung trial is killed when it times out.
 
     Args:
-        max_workers: size of the worker pool; by default the run's `max_concurrent`.
+        max_workers: how many worker processes; by default the run's `max_concurrent`.
         gpus: the GPU ids to hand out to trials that ask for them (`resources_per_trial`);
             by default the kernel's CUDA_VISIBLE_DEVICES, else what `nvidia-smi -L` lists.
         reuse_workers: keep warm workers that run trial after trial, run after run (the
             default: a trial starts in well under a millisecond). False starts a process for
-            each trial (Ray Tune's default, about half a second each): what a trial leaks
-            (GPU memory, framework graphs) is freed when it ends, and a process that dies takes
-            no other trial with it (see `nbtune.executors.fresh`). A warm worker keeps the
-            CUDA device of its first GPU trial once a library has opened it: runs that give
-            trials different GPUs want `reuse_workers=False`.
+            each trial (Ray Tune's default, about 0.1 s each): what a trial leaks (GPU memory,
+            framework graphs) is freed when it ends (see `nbtune.executors.fresh`). A warm
+            worker keeps the CUDA device of its first GPU trial once a library has opened it:
+            runs that give trials different GPUs want `reuse_workers=False`.
     """
 
-    can_kill_trial = False
+    can_kill_trial = True
     can_kill_worker = True
     captures_output = True
     isolates_trials = True
@@ -238,15 +289,13 @@ class LokyExecutor(Executor):
         self.max_workers = max_workers
         self.reuse_workers = reuse_workers
         self._gpus = None if gpus is None else [str(gpu) for gpu in gpus]
-        self._pools: list[ProcessPoolExecutor] = []
+        self._workers: list[_Worker] = []
         self._lines: TrialLines | None = None
-        self._lock = threading.Lock()
-        self._serving: dict[Future, ProcessPoolExecutor] = {}
         self._holding: set[int] = set()
-        self._spared: set[int] = set()
         self._waiting: deque[TrialLaunch] = deque()
         self._dropped: list[WorkerEvent] = []
-        self._failure: BaseException | None = None
+        self._early_deaths = 0
+        self._failure: str | None = None
         self._open = False
         self._data: RunData | None = None
 
@@ -259,11 +308,11 @@ class LokyExecutor(Executor):
         self._data = RunData()
         self._payload = self._data.dumps(trainable)
         self._size = self._warm = self.max_workers or max_workers
-        self._pools = []
-        self._lines = TrialLines(bystander=self._was_spared)
-        self._serving, self._spared, self._holding = {}, set(), set()
+        self._workers = []
+        self._lines = TrialLines()
+        self._holding = set()
         self._waiting.clear()
-        self._dropped, self._failure = [], None
+        self._dropped, self._early_deaths, self._failure = [], 0, None
         self._open = True
         self._staff()
 
@@ -297,11 +346,13 @@ class LokyExecutor(Executor):
         return events
 
     def kill(self, trial_id: int) -> None:
-        """Kill the trial's worker process; a trial still waiting for a line is dropped."""
+        """Kill the trial's worker (another takes its place); a trial still waiting for a
+        line is dropped."""
         pid = self._lines.pid_of(trial_id)
         if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            for worker in self._workers:
+                if worker.process.pid == pid:
+                    worker.kill()
             return
         for launch in [launch for launch in self._waiting if launch.trial_id == trial_id]:
             self._waiting.remove(launch)
@@ -314,9 +365,9 @@ class LokyExecutor(Executor):
 
     def abandon(self) -> None:
         self._open = False
-        pools, self._pools = self._pools, []
-        for pool in pools:
-            pool.shutdown(wait=False, kill_workers=True)
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.kill()
 
     def close(self) -> None:
         if self._data is not None:
@@ -327,78 +378,50 @@ class LokyExecutor(Executor):
         self._open = False
         self._lines.close()
         self._lines = None
-        for pool in self._pools:
-            _release_pool(pool)
+        _let_them_leave(self._workers, _HANDOVER_S)
+        for worker in self._workers:
+            _give_back(worker)
+        self._workers = []
 
     def _dispatch(self) -> None:
         """Send waiting trials down idle lines; with no worker left to serve them, they are lost."""
         while self._waiting and self._lines.launch(self._waiting[0].trial_id, self._waiting[0]):
             self._holding.add(self._waiting.popleft().trial_id)
         self._staff()
-        if self._waiting and self._failure is not None and not self._serving:
-            error = f"its worker failed: {self._failure!r}"
+        if self._waiting and self._failure is not None and not self._workers:
+            error = f"its worker failed: {self._failure}"
             self._dropped.extend(WorkerLost(launch.trial_id, error) for launch in self._waiting)
             self._waiting.clear()
 
     def _staff(self) -> None:
-        """One serving task per worker that can be busy: the run's first workers at once, more
-        (up to `resize`'s count) only for trials that run or wait, so that a larger count than
-        there are trials starts no idle process. A broken pool is replaced."""
+        """One worker per trial that can run: the run's first workers at once, more (up to
+        `resize`'s count) only for trials that run or wait, so that a larger count than there
+        are trials starts no idle process. A worker that died is replaced, unless workers keep
+        dying before they can serve (then something in every worker is broken)."""
         if not self._open:
             return
-        with self._lock:
-            busy = len(self._holding) + len(self._waiting)
-            wanted = min(self._size, max(self._warm, busy))
-            missing = 0 if self._failure is not None else wanted - len(self._serving)
-        for _ in range(missing):
-            self._submit(missing)
+        self._bury_the_dead()
+        if self._failure is not None:
+            return
+        busy = len(self._holding) + len(self._waiting)
+        wanted = min(self._size, max(self._warm, busy))
+        run = (self._payload, self._lines.address, self._lines.authkey)
+        for _ in range(wanted - len(self._workers)):
+            worker = _take_worker()
+            worker.serve(run)
+            self._workers.append(worker)
 
-    def _submit(self, due: int) -> None:
-        """Submit one serving task; `due`, how many are being submitted, sizes a new pool."""
-        task = (_serve, self._payload, self._lines.address, self._lines.authkey)
-        pool = self._pool_with_room(due)
-        try:
-            future = pool.submit(*task)
-        except _POOL_ERRORS:
-            pool = self._pool_with_room(due)
-            future = pool.submit(*task)
-        with self._lock:
-            self._serving[future] = pool
-        future.add_done_callback(functools.partial(self._on_served, pool))
-
-    def _pool_with_room(self, due: int) -> ProcessPoolExecutor:
-        """A working pool with a worker free of serving tasks, else a new one for the `due`
-        tasks (a serving task holds its worker for the whole run: never queue one)."""
-        with self._lock:
-            load = Counter(self._serving.values())
-        for pool in self._pools:
-            if _works(pool) and load[pool] < pool._max_workers:
-                return pool
-        pool = _acquire_pool(due)
-        self._pools.append(pool)
-        return pool
-
-    def _on_served(self, pool: ProcessPoolExecutor, future: Future) -> None:
-        """Runs on loky's thread when a serving task ends: its line broke, or its pool did.
-
-        When the pool breaks, that is before it kills the surviving workers: note which are
-        still alive (their trials are bystanders). The task is replaced at the next poll,
-        unless it failed in a way that replacing would only repeat.
-        """
-        error = None if future.cancelled() else future.exception()
-        with self._lock:
-            self._serving.pop(future, None)
-            if isinstance(error, _POOL_ERRORS):
-                processes = pool._processes.items()
-                self._spared.update(pid for pid, process in processes if process.exitcode is None)
-            elif error is not None:
-                self._failure = error
-        if self._open:
-            self.wakeup()
-
-    def _was_spared(self, pid: int) -> bool:
-        """Whether the worker `pid` was alive when its pool broke (consumed once)."""
-        with self._lock:
-            spared = pid in self._spared
-            self._spared.discard(pid)
-        return spared
+    def _bury_the_dead(self) -> None:
+        """Forget the run's dead workers (their lines report their trials lost)."""
+        for worker in [worker for worker in self._workers if not worker.process.is_alive()]:
+            self._workers.remove(worker)
+            with _workers_lock:
+                _every_worker.discard(worker)
+            if self._lines.has_served(worker.process.pid):
+                continue
+            self._early_deaths += 1
+            if self._early_deaths >= _EARLY_DEATHS:
+                self._failure = (
+                    f"{self._early_deaths} worker processes died before they could serve "
+                    f"(the last with exit code {worker.process.exitcode})"
+                )

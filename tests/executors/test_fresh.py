@@ -13,7 +13,7 @@ import pytest
 import trainables
 
 import nbtune as nt
-from nbtune.events import TrialRetried, TrialStarted
+from nbtune.events import TrialCompleted, TrialResult, TrialRetried, TrialStarted
 
 
 def fresh_tuner(make_tuner, trainable, space, **options):
@@ -49,14 +49,23 @@ def test_a_killed_trial_process_takes_no_other_trial_with_it(make_tuner, log):
     assert not [e for e in log.events if isinstance(e, TrialRetried)], "nothing was retried"
 
 
-def test_a_forced_stop_kills_the_trial_at_once(make_tuner, log):
-    space = {"interval": 600.0}
-    tuner = fresh_tuner(make_tuner, trainables.forever, space, callbacks=[log])
+@pytest.mark.parametrize("reuse_workers", [True, False])
+def test_a_forced_stop_kills_that_trial_at_once_and_no_other(make_tuner, log, reuse_workers):
+    space = {"interval": nt.grid([600.0, 0.01])}
+    executor = nt.LokyExecutor(reuse_workers=reuse_workers)
+    tuner = make_tuner(trainables.forever, space, executor=executor, callbacks=[log])
     tuner.start()
-    log.wait_for(lambda e: type(e).__name__ == "TrialResult")
+    log.wait_for(lambda e: isinstance(e, TrialResult) and e.trial_id == 0)
     tuner.stop(0, force=True)
-    assert tuner.wait(30), "the trial sleeping for 10 minutes was killed"
+    log.wait_for(lambda e: isinstance(e, TrialCompleted) and e.trial_id == 0)
+    after = len(log.events)
+    log.wait_for(
+        lambda e: isinstance(e, TrialResult) and e.trial_id == 1 and e in log.events[after:]
+    )
+    tuner.stop()
+    assert tuner.wait(30)
     assert tuner.get_trial(0).status is nt.TrialStatus.TERMINATED
+    assert tuner.history().query("trial_id == 1")["pid"].nunique() == 1, "trial 1 ran on"
 
 
 def test_each_trial_gets_its_gpus_in_a_process_started_for_it(make_tuner, log):
@@ -85,5 +94,4 @@ def test_reuse_workers_takes_only_true_or_false(value):
 
 def test_both_kinds_are_loky_executors():
     assert isinstance(nt.LokyExecutor(reuse_workers=False), nt.LokyExecutor)
-    assert nt.LokyExecutor(reuse_workers=False).can_kill_trial
-    assert not nt.LokyExecutor().can_kill_trial
+    assert nt.LokyExecutor(reuse_workers=False).reuse_workers is False
