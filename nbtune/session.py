@@ -276,3 +276,14 @@ def get_checkpoint() -> Any:
 def get_trial_id() -> int:
     """The id of the running trial (0, 1, 2, ... in creation order)."""
     return _current().trial_id
+
+
+def checkpoint_on_pause(make: Callable[[], Any] | None) -> None:
+    """Let a pause checkpoint the trial at whatever step it comes: `make()` returns the
+    checkpoint (an object, or a `Checkpoint.from_directory`) of the training as it stands.
+
+    For code that can save its state after any step, such as a training library's callback:
+    the pause then resumes at the very next step, with nothing repeated or missed, even between
+    the trial's regular checkpoints. None forgets it.
+    """
+    _current().checkpoint_on_demand = make

@@ -508,3 +508,68 @@ def dies_at(config):
             os.kill(os.getpid(), signal.SIGKILL)
         nt.report(loss=1.0 / step, step=step, pid=os.getpid())
         time.sleep(config.get("interval", 0.01))
+
+
+def boosts(config):
+    """Trains XGBoost or LightGBM (`library`) on breast cancer data for `rounds` rounds in all,
+    reporting through nbtune's callback; `nap` s per round leave time to pause it."""
+    from sklearn.datasets import load_breast_cancer
+
+    features, labels = load_breast_cancer(return_X_y=True)
+    napping = _Napper(config.get("nap", 0.0))
+    if config["library"] == "xgboost":
+        import xgboost as xgb
+
+        from nbtune.integrations.xgboost import ReportCallback, resume_kwargs
+
+        report = ReportCallback(config.get("metrics"), checkpoint_every=config.get("every"))
+        train_set = xgb.DMatrix(features[:400], labels[:400])
+        xgb.train(
+            {"objective": "binary:logistic", "eval_metric": ["logloss", "error"], "nthread": 1},
+            train_set,
+            evals=[(train_set, "train"), (xgb.DMatrix(features[400:], labels[400:]), "validation")],
+            verbose_eval=False,
+            callbacks=[napping.xgboost(), report],
+            **resume_kwargs(num_boost_round=config["rounds"]),
+        )
+        return
+    import lightgbm as lgb
+
+    from nbtune.integrations.lightgbm import ReportCallback, resume_kwargs
+
+    train_set = lgb.Dataset(features[:400], labels[:400])
+    lgb.train(
+        {"objective": "binary", "metric": ["binary_logloss"], "verbose": -1, "num_threads": 1},
+        train_set,
+        valid_sets=[train_set, lgb.Dataset(features[400:], labels[400:], reference=train_set)],
+        valid_names=["train", "validation"],
+        callbacks=[
+            napping,
+            ReportCallback(config.get("metrics"), checkpoint_every=config.get("every")),
+        ],
+        **resume_kwargs(num_boost_round=config["rounds"]),
+    )
+
+
+class _Napper:
+    """Sleeps `seconds` after each round: a LightGBM callback; `.xgboost()` for XGBoost."""
+
+    order = 10
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __call__(self, env=None):
+        time.sleep(self.seconds)
+
+    def xgboost(self):
+        import xgboost as xgb
+
+        napper = self
+
+        class Nap(xgb.callback.TrainingCallback):
+            def after_iteration(self, model, epoch, evals_log):
+                napper()
+                return False
+
+        return Nap()

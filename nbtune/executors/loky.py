@@ -31,6 +31,7 @@ import atexit
 import contextlib
 import multiprocessing
 import os
+import signal
 import threading
 import time
 import traceback
@@ -203,9 +204,14 @@ _PARENT_CHECK_S = 1.0
 
 
 def _tie_to_driver(driver: int) -> None:
-    """Each worker's initializer: end the worker at once when its driver (process `driver`)
-    dies, a killed kernel or script, even in the middle of a trial or before its first task,
-    where loky's own idle timeout would keep it for minutes."""
+    """The first thing a worker does: end at once when its driver (process `driver`) dies, a
+    killed kernel or script, even in the middle of a trial; and leave Ctrl-C to the driver.
+
+    An interrupt of the notebook's kernel (or of a script in a terminal) reaches its whole
+    process group, workers included: the driver decides what it means for the trials (see
+    `Tuner.run`), so a worker ignores it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(
         target=_exit_without, args=(driver,), name="nbtune-driver-watch", daemon=True
     ).start()

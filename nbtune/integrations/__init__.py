@@ -1,0 +1,8 @@
+"""nbtune inside the libraries users train with: import the module of yours.
+
+    nbtune.integrations.xgboost     ReportCallback, resume_kwargs     (nbtune[xgboost])
+    nbtune.integrations.lightgbm    ReportCallback, resume_kwargs     (nbtune[lightgbm])
+
+Each module imports its library, so this package imports none of them: `import nbtune` stays
+light, and a missing library is an error only where it is used.
+"""
