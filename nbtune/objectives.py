@@ -67,6 +67,16 @@ def single(metric: str | Sequence[str] | None) -> str | None:
     return metric if isinstance(metric, str) else None
 
 
+def primary(
+    metric: str | Sequence[str] | None, mode: str | Sequence[str]
+) -> tuple[str | None, str]:
+    """The metric (and its mode) that views of one metric show: the only one, or the first of
+    several (a dashboard's learning curves, its table's metric column)."""
+    if metric is None or isinstance(metric, str):
+        return metric, mode
+    return metric[0], mode[0]
+
+
 def names(metric: str | Sequence[str] | None) -> tuple[str, ...]:
     """Every tuned metric's name: none, one or several."""
     if metric is None:
