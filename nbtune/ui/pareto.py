@@ -114,14 +114,13 @@ def _scatter(figure: go.Figure, data: ParetoData, titles: list[str]) -> None:
         (figure.data[0], data.dominated, "dominated", DOMINATED_COLOR),
         (figure.data[1], data.front, "Pareto front", FRONT_COLOR),
     ):
-        axes = {"x": points.axis(0), "y": points.axis(1)}
-        if three_d:
-            axes["z"] = points.axis(2)
+        shape = {"z": points.axis(2)} if three_d else {"line_shape": "hv"}
         trace.update(
-            **axes,
+            x=points.axis(0),
+            y=points.axis(1),
+            **shape,
             name=name,
             mode="markers" if points is data.dominated or three_d else "lines+markers",
-            line_shape=None if three_d else "hv",
             customdata=points.trial_ids,
             hovertext=points.labels,
             hovertemplate="%{hovertext}<extra></extra>",
