@@ -94,9 +94,9 @@ def is_several(metric: str | Sequence[str] | None) -> bool:
     return len(names(metric)) > 1
 
 
-def mode_of(metric: str | Sequence[str] | None, mode: str | Sequence[str], name: str) -> str:
-    """The mode the run tunes `name` in; "min" for a metric it does not tune."""
-    return dict(zip(names(metric), modes(metric, mode), strict=True)).get(name, "min")
+def mode_of(metric: str | Sequence[str] | None, mode: str | Sequence[str], name: str) -> str | None:
+    """The mode the run tunes `name` in; None if it does not tune it."""
+    return dict(zip(names(metric), modes(metric, mode), strict=True)).get(name)
 
 
 def values(

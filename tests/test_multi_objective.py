@@ -199,11 +199,16 @@ def test_a_scheduler_that_compares_trials_needs_one_metric(make_tuner, name):
 
 
 def test_a_scheduler_s_own_metric_overrides_a_single_tuned_metric(make_tuner):
-    tuner = make_tuner(
-        points_trainable(), {"x": 1}, metric="loss", scheduler=nt.ASHA(max_t=3, metric="acc")
-    )
-    assert (tuner.scheduler.metric, tuner.scheduler.mode) == ("acc", "min")
+    own = nt.ASHA(max_t=3, metric="acc", mode="max")
+    tuner = make_tuner(points_trainable(), {"x": 1}, metric="loss", scheduler=own)
+    assert (tuner.scheduler.metric, tuner.scheduler.mode) == ("acc", "max")
     assert tuner.metric == "loss"
+    with pytest.raises(ValueError) as raised:
+        make_tuner(points_trainable(), {"x": 1}, metric="loss", scheduler=nt.ASHA(3, metric="acc"))
+    assert str(raised.value) == (
+        "ASHA(metric='acc'): pass mode='min' or 'max' too; the Tuner does not tune 'acc', so its "
+        "mode is not known"
+    )
 
 
 @pytest.mark.parametrize(
@@ -289,3 +294,30 @@ def test_optuna_search_learns_both_values_and_its_front_is_ours(make_tuner, samp
     ours = [trial.trial_id for trial in tuner.best_trials]
     theirs = sorted(frozen.user_attrs["nbtune_trial_id"] for frozen in study.best_trials)
     assert ours == theirs and len(ours) >= 2
+
+
+def test_a_repeater_tells_optuna_the_mean_of_each_metric(make_tuner):
+    pytest.importorskip("optuna")
+
+    def train(config):
+        noise = 0.1 * config["__trial_index__"]
+        nt.report(loss=config["x"] + noise, latency_ms=1 - config["x"] + noise)
+
+    inner = nt.OptunaSearch()
+    tuner = make_tuner(
+        train,
+        {"x": nt.uniform(0, 1)},
+        metric=METRICS,
+        num_samples=3,
+        searcher=nt.Repeater(inner, 2),
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    told = sorted(tuple(frozen.values) for frozen in inner.study.trials)
+    pairs = [tuner.trials[i : i + 2] for i in range(0, 6, 2)]
+    means = sorted(
+        tuple(sum(t.last_result[name] for t in pair) / 2 for name in METRICS) for pair in pairs
+    )
+    assert [value for pair in told for value in pair] == pytest.approx(
+        [value for pair in means for value in pair]
+    )

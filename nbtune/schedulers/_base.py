@@ -107,11 +107,17 @@ class Scheduler:
             ValueError: the scheduler compares trials but the Tuner has no metric, or several
                 and the scheduler none of its own.
         """
+        name = type(self).__name__
         own, own_mode = self._own
         if own is not None:
-            self.metric, self.mode = own, own_mode or mode_of(metric, mode, own)
+            own_mode = own_mode or mode_of(metric, mode, own)
+            if own_mode is None:
+                raise ValueError(
+                    f"{name}(metric={own!r}): pass mode='min' or 'max' too; the Tuner does not "
+                    f"tune {own!r}, so its mode is not known"
+                )
+            self.metric, self.mode = own, own_mode
             return
-        name = type(self).__name__
         if self.needs_metric and metric is None:
             raise ValueError(
                 f"{name} compares trials by their metric: pass metric=... (and mode=...) to "

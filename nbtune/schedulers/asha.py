@@ -36,7 +36,7 @@ class ASHA(Scheduler):
         time_attr: the result key that measures progress, counted from 1.
         metric: compare trials by this reported value rather than the Tuner's metric (which
             a run of several metrics needs: `metric="loss"`).
-        mode: "min" or "max" for `metric` (default: the Tuner's mode of that metric, or "min").
+        mode: "min" or "max" for `metric` (default: the Tuner's mode of it, if it tunes it).
     """
 
     needs_metric = True

@@ -48,7 +48,7 @@ class PBT(Scheduler):
         time_attr: the result key that measures progress.
         metric: compare trials by this reported value rather than the Tuner's metric (which
             a run of several metrics needs: `metric="loss"`).
-        mode: "min" or "max" for `metric` (default: the Tuner's mode of that metric, or "min").
+        mode: "min" or "max" for `metric` (default: the Tuner's mode of it, if it tunes it).
         seed: for the draws (default: the Tuner's seed).
     """
 
