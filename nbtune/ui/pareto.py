@@ -114,7 +114,7 @@ def _scatter(figure: go.Figure, data: ParetoData, titles: list[str]) -> None:
         (figure.data[0], data.dominated, "dominated", DOMINATED_COLOR),
         (figure.data[1], data.front, "Pareto front", FRONT_COLOR),
     ):
-        shape = {"z": points.axis(2)} if three_d else {"line_shape": "hv"}
+        shape = {"z": points.axis(2)} if three_d else {"line_shape": _staircase(data.modes[0])}
         trace.update(
             x=points.axis(0),
             y=points.axis(1),
@@ -130,6 +130,13 @@ def _scatter(figure: go.Figure, data: ParetoData, titles: list[str]) -> None:
         figure.update_scenes(xaxis_title=titles[0], yaxis_title=titles[1], zaxis_title=titles[2])
     else:
         figure.update_layout(xaxis_title=titles[0], yaxis_title=titles[1])
+
+
+def _staircase(first_mode: str) -> str:
+    """How the front's line steps from point to point (sorted by the first metric) so that it
+    traces the edge of what the front dominates: across then along the second metric when the
+    first is minimised, the other way round when it is maximised."""
+    return "hv" if first_mode == "min" else "vh"
 
 
 def _parallel(figure: go.Figure, data: ParetoData, titles: list[str]) -> None:

@@ -48,6 +48,9 @@ def test_two_metrics_draw_the_front_and_hover_names_the_trial_and_its_config():
     assert figure.layout.xaxis.title.text == "loss (min)"
     assert figure.layout.yaxis.title.text == "latency_ms (max)"
     assert figure.layout.title.text == "Pareto front: 2 of 3 trials"
+    assert front.line.shape == "hv", "the line traces the edge of what the front dominates"
+    flipped = pareto_figure(pareto_data(trials, ["loss", "latency_ms"], ["max", "max"]))
+    assert flipped.data[1].line.shape == "vh"
 
 
 def test_the_figure_is_updated_in_place():
