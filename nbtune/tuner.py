@@ -218,7 +218,7 @@ class Tuner(ResultsView):
         if self._previous is None:
             self.searcher.setup(self.space, self.metric, self.mode, self.num_samples, self.seed)
         if self.progress:
-            self.bus.subscribe(ProgressLine(self.name, objectives.single(self.metric), self.mode))
+            self.bus.subscribe(ProgressLine(self.name, self.metric, self.mode))
         self._runner = TrialRunner(
             trainable=self.trainable,
             searcher=self.searcher,

@@ -4,12 +4,15 @@ their own."""
 
 from __future__ import annotations
 
+import io
 import math
 
 import pytest
 
 import nbtune as nt
+from nbtune.events import ExperimentDone, TrialResult
 from nbtune.objectives import non_dominated
+from nbtune.progress import ProgressLine
 from nbtune.stopping import StopCriteria
 
 METRICS = ["loss", "latency_ms"]
@@ -321,3 +324,13 @@ def test_a_repeater_tells_optuna_the_mean_of_each_metric(make_tuner):
     assert [value for pair in told for value in pair] == pytest.approx(
         [value for pair in means for value in pair]
     )
+
+
+def test_the_progress_line_counts_the_front():
+    stream = io.StringIO()
+    line = ProgressLine("demo", METRICS, ["min", "min"], stream=stream, interval_s=3600)
+    for trial_id, (loss, latency) in enumerate(POINTS):
+        line(TrialResult(trial_id, {"loss": loss, "latency_ms": latency}))
+    line(ExperimentDone("finished"))
+    assert "Pareto front 5 of 7 trials" in stream.getvalue(), "NaN and inf are not counted"
+    assert "best" not in stream.getvalue()
