@@ -14,6 +14,7 @@ trial whose last values are not all finite (see `nbtune.metrics.finite`) is neve
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -111,25 +112,50 @@ def non_dominated(points: Sequence[Sequence[float]], modes: Sequence[str]) -> li
     """For each point, whether no other point is at least as good on every objective and
     better on one (equal points are all on the front).
 
-    Points are taken in lexicographic order of their costs, so a point's dominators all come
-    before it, and one of them is on the front found so far: each point is compared with the
-    front only, not with every other point.
+    Points are taken in lexicographic order of their costs, so that every point's dominators
+    come before it. With two objectives one sweep settles each point against the least second
+    cost so far (n log n); with more, each point is compared with the front found so far only
+    (a dominator of it is on that front, or is dominated by a point that is), in NumPy.
     """
     signs = [1.0 if mode == "min" else -1.0 for mode in modes]
     costs = [tuple(s * v for s, v in zip(signs, point, strict=True)) for point in points]
+    order = sorted(range(len(costs)), key=costs.__getitem__)
+    if len(signs) == 2:
+        return _sweep(costs, order)
+    return _against_front(costs, order)
+
+
+def _sweep(costs: list[tuple[float, ...]], order: list[int]) -> list[bool]:
+    """Two objectives: a point is dominated by an earlier one with a smaller first cost and a
+    second cost no greater, or an equal first cost and a smaller second cost."""
     on_front = [False] * len(costs)
-    front: list[tuple[float, ...]] = []
-    for index in sorted(range(len(costs)), key=costs.__getitem__):
-        if not any(_dominates(other, costs[index]) for other in front):
-            on_front[index] = True
-            front.append(costs[index])
+    least_before = math.inf
+    """The least second cost among points of a smaller first cost."""
+    group_first, group_least = None, math.inf
+    for index in order:
+        first, second = costs[index]
+        if first != group_first:
+            least_before = min(least_before, group_least)
+            group_first, group_least = first, second
+        on_front[index] = second < least_before and second <= group_least
     return on_front
 
 
-def _dominates(a: Sequence[float], b: Sequence[float]) -> bool:
-    return all(x <= y for x, y in zip(a, b, strict=True)) and any(
-        x < y for x, y in zip(a, b, strict=True)
-    )
+def _against_front(costs: list[tuple[float, ...]], order: list[int]) -> list[bool]:
+    import numpy as np
+
+    on_front = [False] * len(costs)
+    front = np.empty((len(costs), len(costs[0]) if costs else 0))
+    size = 0
+    for index in order:
+        point = np.asarray(costs[index])
+        found = front[:size]
+        dominated = np.any(np.all(found <= point, axis=1) & np.any(found < point, axis=1))
+        if not dominated:
+            on_front[index] = True
+            front[size] = point
+            size += 1
+    return on_front
 
 
 def pareto_trials(

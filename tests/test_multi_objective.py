@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import math
+import random
 
 import pytest
 
@@ -259,6 +260,22 @@ def test_the_front_takes_each_mode_and_keeps_ties():
     assert non_dominated(points, ["max", "max"]) == [False, False, False, False, True]
     assert non_dominated(points, ["min", "max"]) == [True, True, False, True, True]
     assert non_dominated(points[:2], ["min", "min"]) == [True, True], "equal points tie"
+
+
+@pytest.mark.parametrize("metrics", [1, 2, 3, 4])
+def test_the_front_agrees_with_comparing_every_pair(metrics):
+    rng = random.Random(metrics)
+    for _ in range(50):
+        points = [tuple(rng.randint(0, 5) for _ in range(metrics)) for _ in range(30)]
+        modes = [rng.choice(["min", "max"]) for _ in range(metrics)]
+        signed = [
+            tuple(v if m == "min" else -v for v, m in zip(p, modes, strict=True)) for p in points
+        ]
+
+        def dominated(p, signed=signed):
+            return any(all(a <= b for a, b in zip(q, p, strict=True)) and q != p for q in signed)
+
+        assert non_dominated(points, modes) == [not dominated(p) for p in signed]
 
 
 @pytest.mark.parametrize("sampler", ["default", "NSGAIISampler"])
