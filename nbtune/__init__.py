@@ -43,6 +43,7 @@ _FRONT_END = {
     "plot_param_importance",
     "plot_param_scatter",
     "plot_parallel_coordinates",
+    "plot_pareto_front",
 }
 
 
@@ -116,6 +117,7 @@ __all__ = [
     "plot_parallel_coordinates",
     "plot_param_importance",
     "plot_param_scatter",
+    "plot_pareto_front",
     "randint",
     "report",
     "sample_from",

@@ -84,6 +84,22 @@ def _no_op() -> None:
     pass
 
 
+def view_of(source: Any) -> ResultsView:
+    """What a chart reads: a `Tuner` or an `ExperimentAnalysis` as it is, a directory loaded.
+
+    Raises:
+        TypeError: `source` is none of those, in one line.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        source = ExperimentAnalysis(source)
+    if not isinstance(source, ResultsView):
+        raise TypeError(
+            f"cannot plot {type(source).__name__}; pass a Tuner, nbtune.load(...) or the path "
+            "of an experiment directory"
+        )
+    return source
+
+
 def load(path: str | os.PathLike, trust: bool = False) -> ExperimentAnalysis:
     """Load an experiment directory (e.g. `"nbtune-runs/demo"`) for analysis.
 

@@ -43,12 +43,12 @@ class DashboardSource(Protocol):
         """The experiment's directory (a failed trial's traceback is in it)."""
 
     @property
-    def metric(self) -> str | None:
-        """The reported value being optimised, if any."""
+    def metric(self) -> str | list[str] | None:
+        """The reported value being optimised, if any; a list of them if several."""
 
     @property
-    def mode(self) -> str:
-        """Either "min" or "max"."""
+    def mode(self) -> str | list[str]:
+        """Either "min" or "max"; a list of them, one per metric, if several."""
 
     @property
     def state(self) -> str:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
+from nbtune import objectives
 from nbtune.events import (
     Event,
     ExperimentDone,
@@ -29,8 +31,8 @@ class ProgressLine:
     def __init__(
         self,
         name: str,
-        metric: str | None,
-        mode: str,
+        metric: str | Sequence[str] | None,
+        mode: str | Sequence[str],
         stream: TextIO | None = None,
         interval_s: float | None = None,
     ) -> None:
@@ -45,6 +47,8 @@ class ProgressLine:
         self._results = 0
         self._best: float | None = None
         self._best_trial: int | None = None
+        self._last_values: dict[int, tuple[float, ...]] = {}
+        """With several metrics: each trial's last finite values, for the front's size."""
         self._started = time.monotonic()
         self._last_print = self._started
 
@@ -70,10 +74,19 @@ class ProgressLine:
             self._statuses[event.trial_id] = "error"
         elif isinstance(event, TrialResult):
             self._results += 1
-            if self.metric is not None:
+            if objectives.is_several(self.metric):
+                self._note_values(event.trial_id, event.result)
+            elif self.metric is not None:
                 best = better_of(self._best, event.result.get(self.metric), self.mode)
                 if best != self._best:
                     self._best, self._best_trial = best, event.trial_id
+
+    def _note_values(self, trial_id: int, result: Mapping[str, Any]) -> None:
+        values = objectives.values(result, self.metric)
+        if values is None:
+            self._last_values.pop(trial_id, None)
+        else:
+            self._last_values[trial_id] = values
 
     def line(self) -> str:
         counts = Counter(self._statuses.values())
@@ -82,5 +95,9 @@ class ProgressLine:
         parts.append(f"{self._results} results")
         if self._best is not None:
             parts.append(f"best {self.metric}={self._best:.6g} (trial {self._best_trial})")
+        if self._last_values:
+            modes = objectives.modes(self.metric, self.mode)
+            front = sum(objectives.non_dominated(list(self._last_values.values()), modes))
+            parts.append(f"Pareto front {front} of {len(self._last_values)} trials")
         parts.append(f"{time.monotonic() - self._started:.1f} s")
         return " | ".join(parts)

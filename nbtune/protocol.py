@@ -49,7 +49,8 @@ class TrialLaunch:
         checkpoint_dir: where the worker writes the trial's new checkpoints.
         capture_output: whether to capture what the trial prints and ship it to the runner.
         metric: the experiment's tuned metric, under which a trainable that returns a number
-            records it (None if the experiment has none).
+            records it (None if the experiment has none; a list of them if several, under
+            which a returned tuple records its values in order).
         threads: the size of the trial's BLAS/OpenMP thread pools, set before the trainable
             runs (None: the worker's are left alone, as on threads of the driver).
         gpus: the trial's CUDA_VISIBLE_DEVICES ("0", "0,1", or "" for none); None leaves the
@@ -62,7 +63,7 @@ class TrialLaunch:
     checkpoint_path: str | None
     checkpoint_dir: str
     capture_output: bool = True
-    metric: str | None = None
+    metric: str | list[str] | None = None
     threads: int | None = None
     gpus: str | None = None
 

@@ -15,6 +15,7 @@ from nbtune.checkpoint import size_of, stored
 from nbtune.errors import TrialNotFoundError
 from nbtune.front_end import Dashboard, make_dashboard
 from nbtune.metrics import number
+from nbtune.objectives import is_several, pareto_trials, single
 from nbtune.retention import rank
 from nbtune.space import SearchSpace
 from nbtune.storage import checkpoint_dir
@@ -28,23 +29,28 @@ RESULT_KEYS = ("trial_id", "training_iteration", "timestamp", "time_total_s")
 
 def trials_frame(
     trials: Sequence[Trial],
-    metric: str | None,
-    mode: str,
+    metric: str | Sequence[str] | None,
+    mode: str | Sequence[str],
     checkpoint_mb: Mapping[int, float] | None = None,
 ) -> pd.DataFrame:
     """One row per trial: id, status, `config/<param>` columns, metric (last and best), ...,
     and `checkpoint_mb`, the disk its checkpoints use, where it is given; `gpu`, the ids it
-    ran on, in a run whose trials use GPUs."""
+    ran on, in a run whose trials use GPUs. With several metrics: each one's last value and
+    `pareto`, whether the trial is on the Pareto front (see `nbtune.objectives`)."""
     import pandas as pd  # imported here so that workers and `import nbtune` stay light
 
     rows = []
     on_gpus = any(trial.gpus for trial in trials)
+    front = {trial.trial_id for trial in pareto_trials(trials, metric, mode)}
     for trial in trials:
         row: dict[str, Any] = {"trial_id": trial.trial_id, "status": trial.status.value}
         row.update({f"config/{k}": v for k, v in SearchSpace.flatten(trial.config).items()})
-        if metric is not None:
+        if isinstance(metric, str):
             row[metric] = number(trial.last_result.get(metric))
             row[f"best_{metric}"] = trial.best_value
+        elif metric is not None:
+            row.update({name: number(trial.last_result.get(name)) for name in metric})
+            row["pareto"] = trial.trial_id in front
         row["training_iteration"] = trial.iteration
         row["runtime_s"] = trial.runtime_s
         row["error"] = trial.error
@@ -66,14 +72,22 @@ def trials_frame(
     return pd.DataFrame.from_records(rows, columns=columns).astype(dtypes)
 
 
-def _trial_columns(rows: list[dict[str, Any]], metric: str | None) -> list[str]:
+def _trial_columns(rows: list[dict[str, Any]], metric: str | Sequence[str] | None) -> list[str]:
     config_columns = dict.fromkeys(k for row in rows for k in row if k.startswith("config/"))
-    metric_columns = [] if metric is None else [metric, f"best_{metric}"]
+    metric_columns = _metric_columns(metric)
     tail = ["training_iteration", "runtime_s", "error", "paused_by", "parent", "attempts"]
     return ["trial_id", "status", *config_columns, *metric_columns, *tail]
 
 
-def _trial_dtypes(metric: str | None) -> dict[str, Any]:
+def _metric_columns(metric: str | Sequence[str] | None) -> list[str]:
+    if metric is None:
+        return []
+    if isinstance(metric, str):
+        return [metric, f"best_{metric}"]
+    return [*metric, "pareto"]
+
+
+def _trial_dtypes(metric: str | Sequence[str] | None) -> dict[str, Any]:
     import pandas as pd
 
     dtypes: dict[str, Any] = {
@@ -86,9 +100,8 @@ def _trial_dtypes(metric: str | None) -> dict[str, Any]:
         "parent": "Int64",
         "attempts": "int64",
     }
-    if metric is not None:
-        dtypes[metric] = "float64"
-        dtypes[f"best_{metric}"] = "float64"
+    for column in _metric_columns(metric):
+        dtypes[column] = "bool" if column == "pareto" else "float64"
     return dtypes
 
 
@@ -123,8 +136,8 @@ class ResultsView:
     the result rows at one moment.
     """
 
-    metric: str | None
-    mode: str
+    metric: str | list[str] | None
+    mode: str | list[str]
     path: Path
     _dashboard: Dashboard | None = None
 
@@ -161,7 +174,7 @@ class ResultsView:
         Args:
             trial_id: the trial.
             which: "latest" (what a resume starts from) or "best" (of those kept on disk, the
-                one taken at its best result by the metric).
+                one taken at its best result by the metric; with several metrics, the latest).
 
         Raises:
             ValueError: `which` is neither.
@@ -191,7 +204,8 @@ class ResultsView:
         if not stored_at:
             return None
         own = {r["training_iteration"]: r for r in rows if r["trial_id"] == trial.trial_id}
-        best = max(stored_at, key=lambda i: rank(own.get(i, {}), i, self.metric, self.mode))
+        metric = single(self.metric)
+        best = max(stored_at, key=lambda i: rank(own.get(i, {}), i, metric, self.mode))
         return stored_at[best]
 
     def history(self) -> pd.DataFrame:
@@ -219,6 +233,16 @@ class ResultsView:
         trial = self.best_trial
         return None if trial is None else dict(trial.config)
 
+    @property
+    def best_trials(self) -> list[Trial]:
+        """The Pareto front: the trials no other trial beats on every metric at once, by id.
+
+        Each trial counts with its last reported values (what it reached where it ended, or
+        has reached so far if it still runs); one whose last values are not all finite is left
+        out. In a run of one metric, it holds the trials whose last value is the best.
+        """
+        return pareto_trials(self._snapshot()[0], self._require_metric(several=True), self.mode)
+
     def dashboard(self) -> Dashboard:
         """The dashboard of this experiment (an ipywidgets view), made on first call.
 
@@ -229,7 +253,17 @@ class ResultsView:
             self._dashboard = make_dashboard(self)
         return self._dashboard
 
-    def _require_metric(self) -> str:
+    def _require_metric(self, several: bool = False) -> Any:
+        """The tuned metric; with `several`, the list of tuned metrics may do.
+
+        Raises:
+            ValueError: there is none, or several where one is needed, with what to use.
+        """
         if self.metric is None:
             raise ValueError("this experiment has no metric; pass metric=... to nbtune.Tuner")
+        if is_several(self.metric) and not several:
+            raise ValueError(
+                f"this experiment tunes several metrics ({', '.join(self.metric)}), so no one "
+                "trial is best; use best_trials (the Pareto front) or nbtune.plot_pareto_front"
+            )
         return self.metric

@@ -35,6 +35,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from nbtune import objectives
 from nbtune.book import TrialBook
 from nbtune.control import RunControl
 from nbtune.errors import RunEndedError
@@ -97,8 +98,8 @@ class TrialRunner:
         executor: Executor,
         storage: ExperimentStorage,
         bus: EventBus,
-        metric: str | None,
-        mode: str,
+        metric: str | list[str] | None,
+        mode: str | list[str],
         max_concurrent: int,
         should_stop: StopCriteria,
         space: SearchSpace,
@@ -135,7 +136,9 @@ class TrialRunner:
         self.book = TrialBook()
         self.trials = self.book.trials
         self.control = RunControl(self)
-        self.retention = CheckpointRetention(keep_checkpoints, metric, mode, storage.checkpoint_dir)
+        self.retention = CheckpointRetention(
+            keep_checkpoints, objectives.single(metric), mode, storage.checkpoint_dir
+        )
         self.results: list[Mapping[str, Any]] = []
         self.best_result: Mapping[str, Any] | None = None
 
@@ -630,12 +633,14 @@ class TrialRunner:
                 self.executor.nudge(trial_id)
 
     def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:
-        if self.metric is None:
-            return None
-        return problem(metrics, self.metric, "the metric")
+        for name in objectives.names(self.metric):
+            found = problem(metrics, name, "the metric")
+            if found is not None:
+                return found
+        return self.scheduler.check_result(metrics)
 
     def _track_best(self, row: Mapping[str, Any]) -> None:
-        if self.metric is None:
+        if objectives.single(self.metric) is None:
             return
         value = better_of(self._best_value, row.get(self.metric), self.mode)
         if value != self._best_value:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from nbtune import objectives
 from nbtune.metrics import number
 from nbtune.schedulers._base import NO_LIMIT, results_before
 
@@ -14,18 +15,21 @@ StopFunction = Callable[[int, Mapping[str, Any]], bool]
 class StopCriteria:
     """The Tuner's `stop` argument as one test, `criteria(trial_id, result) -> bool`.
 
-    A dict stops a trial once any of its keys reaches its value: the tuned metric reaches it in
-    the direction of `mode` (`{"loss": 0.01}` with mode "min" stops at loss <= 0.01), any other
+    A dict stops a trial once any of its keys reaches its value: a tuned metric reaches it in
+    the direction of its mode (`{"loss": 0.01}` with mode "min" stops at loss <= 0.01), any other
     key when it is >= the value (`{"training_iteration": 10}` stops after the 10th result).
     """
 
     def __init__(
-        self, stop: Mapping[str, float] | StopFunction | None, metric: str | None, mode: str
+        self,
+        stop: Mapping[str, float] | StopFunction | None,
+        metric: str | Sequence[str] | None,
+        mode: str | Sequence[str],
     ) -> None:
         self._function: StopFunction | None = None
         self._thresholds: dict[str, float] = {}
-        self._metric = metric
-        self._mode = mode
+        tuned = zip(objectives.names(metric), objectives.modes(metric, mode), strict=True)
+        self._minimised = {name for name, one in tuned if one == "min"}
         if stop is None:
             return
         if callable(stop):
@@ -52,7 +56,7 @@ class StopCriteria:
         if value is None:
             return False
         threshold = self._thresholds[key]
-        if key == self._metric and self._mode == "min":
+        if key in self._minimised:
             return value <= threshold
         return value >= threshold
 

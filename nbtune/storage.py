@@ -448,7 +448,12 @@ class ExperimentReader:
         return list(_read_lines(self.path / "results.jsonl", trust=trust))
 
     def trials(
-        self, results: list[dict[str, Any]], metric: str | None, mode: str, *, trust: bool = False
+        self,
+        results: list[dict[str, Any]],
+        metric: str | list[str] | None,
+        mode: Any,
+        *,
+        trust: bool = False,
     ) -> list[Trial]:
         """Every trial's latest record; its results are replayed from `results`.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import reprlib
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nbtune.metrics import number
@@ -98,18 +98,24 @@ def _trial_limits(launch: TrialLaunch) -> contextlib.AbstractContextManager:
 
 
 def _run_function(
-    train: Callable, session: TrialSession, config: Mapping[str, Any], metric: str | None
+    train: Callable,
+    session: TrialSession,
+    config: Mapping[str, Any],
+    metric: str | Sequence[str] | None,
 ) -> None:
     returned = train(dict(config))
     if returned is not None:
         session.report(_final_result(returned, metric))
 
 
-def _final_result(returned: Any, metric: str | None) -> dict[str, Any]:
+def _final_result(returned: Any, metric: str | Sequence[str] | None) -> dict[str, Any]:
     """What a trainable's return value records as its last result: a mapping as it is, a
-    number as the final value of the tuned metric (Optuna's style, `return score`)."""
+    number as the final value of the tuned metric (Optuna's style, `return score`), and with
+    several tuned metrics a tuple of their values in order (Optuna's `return loss, latency`)."""
     if isinstance(returned, Mapping):
         return dict(returned)
+    if metric is not None and not isinstance(metric, str):
+        return _final_values(returned, list(metric))
     value = number(returned)
     if value is None:
         raise TypeError(
@@ -123,6 +129,17 @@ def _final_result(returned: Any, metric: str | None) -> dict[str, Any]:
             "to record it under: pass metric=... to nbtune.Tuner (or return a dict of metrics)"
         )
     return {metric: value}
+
+
+def _final_values(returned: Any, metrics: list[str]) -> dict[str, Any]:
+    """A tuple (or list) of one value per tuned metric, by name."""
+    if isinstance(returned, (tuple, list)) and len(returned) == len(metrics):
+        return dict(zip(metrics, returned, strict=True))
+    raise TypeError(
+        f"the trainable returned {reprlib.repr(returned)} ({type(returned).__name__}), but the "
+        f"experiment tunes {len(metrics)} metrics: return a dict of them, e.g. "
+        f"{{{', '.join(f'{name!r}: ...' for name in metrics)}}}, or a tuple in that order"
+    )
 
 
 def _run_class(cls: type[Trainable], session: TrialSession, config: Mapping[str, Any]) -> None:

@@ -7,7 +7,7 @@ update.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
@@ -62,7 +62,8 @@ class Trial:
         status: see `TrialStatus`.
         iteration: how many results the trial has reported (its `training_iteration`).
         last_result: the latest reported result, with nbtune's own keys added.
-        best_value: the best value of the experiment's metric so far (None before any).
+        best_value: the best value of the experiment's metric so far (None before any, and
+            in a run of several metrics).
         checkpoint: path of the latest checkpoint, relative to the experiment directory.
         checkpoint_iteration: the iteration that checkpoint was taken at.
         runtime_s: seconds spent running, summed over every time it ran.
@@ -113,10 +114,13 @@ class Trial:
         evolved.__dict__.update(self.__dict__, **changes)
         return evolved
 
-    def with_result(self, result: Mapping[str, Any], metric: str | None, mode: str) -> Trial:
-        """Return a copy that has taken in one more reported result."""
+    def with_result(
+        self, result: Mapping[str, Any], metric: str | Sequence[str] | None, mode: Any
+    ) -> Trial:
+        """Return a copy that has taken in one more reported result (with several metrics,
+        `best_value` stays None: no one value is best)."""
         best = self.best_value
-        if metric is not None:
+        if isinstance(metric, str):
             best = better_of(best, result.get(metric), mode)
         return self.evolve(
             iteration=result["training_iteration"], last_result=result, best_value=best

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nbtune import objectives
 from nbtune.errors import RunEndedError, TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
@@ -86,8 +87,10 @@ class Tuner(ResultsView):
             `nbtune.Trainable`.
         space: the search space, a (nested) dict of domains (`nbtune.uniform`, ...) and
             constants.
-        metric: the reported value to optimise, e.g. "loss".
-        mode: "min" or "max".
+        metric: the reported value to optimise, e.g. "loss"; or several at once, e.g.
+            `["loss", "latency_ms"]`: then `best_trials` is the Pareto front, and a scheduler
+            that compares trials needs a metric of its own (`ASHA(metric="loss", mode="min")`).
+        mode: "min" or "max"; with several metrics, one per metric (`["min", "min"]`).
         num_samples: how many configurations to sample; grid values multiply it.
         max_concurrent: how many trials run at once (default: the number of CPUs).
         name: the experiment's name and directory under `storage_path` (default: the
@@ -131,8 +134,8 @@ class Tuner(ResultsView):
         trainable: Callable[[dict[str, Any]], Any] | type,
         space: Mapping[str, Any] | None = None,
         *,
-        metric: str | None = None,
-        mode: str = "min",
+        metric: str | Sequence[str] | None = None,
+        mode: str | Sequence[str] = "min",
         num_samples: int = 1,
         max_concurrent: int | None = None,
         name: str | None = None,
@@ -154,10 +157,7 @@ class Tuner(ResultsView):
         resume: bool = False,
     ) -> None:
         _check_trainable(trainable)
-        if mode not in ("min", "max"):
-            raise ValueError(f"mode={mode!r}: use 'min' or 'max'")
-        if metric is not None and not isinstance(metric, str):
-            raise TypeError(f"metric={metric!r}: pass the name of a reported value, e.g. 'loss'")
+        metric, mode = objectives.checked(metric, mode)
         self.num_samples = _positive_int("num_samples", num_samples)
         self.max_concurrent = _concurrency(max_concurrent or os.cpu_count())
         self.time_budget_s = _positive_seconds("time_budget_s", time_budget_s)

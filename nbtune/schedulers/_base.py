@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nbtune.metrics import finite, require
+from nbtune.metrics import finite, problem, require
+from nbtune.objectives import MODES, is_several, mode_of, single
 from nbtune.protocol import Decision
 from nbtune.trial import Trial
 
@@ -65,11 +66,14 @@ class Scheduler:
     bookkeeping.
 
     Subclasses implement `on_result` and may override the others. The experiment's metric,
-    mode and seed arrive through `setup` before any trial is added.
+    mode and seed arrive through `setup` before any trial is added. A scheduler given a
+    metric of its own (`ASHA(metric="loss", mode="min")`, see `own_metric`) compares trials by
+    that one instead: a run can stop early on one value and select on others.
     """
 
     metric: str | None = None
     mode: str = "min"
+    _own: tuple[str | None, str | None] = (None, None)
     needs_metric = False
     """Whether the scheduler compares trials, so that the Tuner must be given a metric."""
     time_attr = "training_iteration"
@@ -79,19 +83,60 @@ class Scheduler:
     the runner then queues every trial the searcher plans at once, rather than one whenever a
     worker is free, so that the scheduler sees them all waiting."""
 
-    def setup(self, metric: str | None, mode: str, seed: int = 0) -> None:
-        """Learn what to optimise, and the run's seed; called once by the Tuner.
+    def own_metric(self, metric: str | None, mode: str | None) -> None:
+        """Compare trials by `metric` in `mode`, whatever the Tuner tunes; a subclass calls this
+        from `__init__` with its `metric=` and `mode=` arguments (None: the Tuner's).
 
         Raises:
-            ValueError: the scheduler compares trials but the Tuner has no metric.
+            ValueError, TypeError: one line saying what to change.
         """
+        name = type(self).__name__
+        if metric is not None and not isinstance(metric, str):
+            raise TypeError(f"{name}(metric={metric!r}): pass the name of one reported value")
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"{name}(mode={mode!r}): use 'min' or 'max'")
+        if mode is not None and metric is None:
+            raise ValueError(f"{name}(mode={mode!r}): pass metric=... with it")
+        self._own = (metric, mode)
+
+    def setup(self, metric: str | Sequence[str] | None, mode: Any, seed: int = 0) -> None:
+        """Learn what to optimise, and the run's seed; called once by the Tuner with its
+        metric and mode (lists of them in a run of several metrics).
+
+        Raises:
+            ValueError: the scheduler compares trials but the Tuner has no metric, or several
+                and the scheduler none of its own.
+        """
+        name = type(self).__name__
+        own, own_mode = self._own
+        if own is not None:
+            own_mode = own_mode or mode_of(metric, mode, own)
+            if own_mode is None:
+                raise ValueError(
+                    f"{name}(metric={own!r}): pass mode='min' or 'max' too; the Tuner does not "
+                    f"tune {own!r}, so its mode is not known"
+                )
+            self.metric, self.mode = own, own_mode
+            return
         if self.needs_metric and metric is None:
             raise ValueError(
-                f"{type(self).__name__} compares trials by their metric: "
-                "pass metric=... (and mode=...) to the Tuner"
+                f"{name} compares trials by their metric: pass metric=... (and mode=...) to "
+                f"the Tuner, or to {name}"
             )
-        self.metric = metric
-        self.mode = mode
+        if self.needs_metric and is_several(metric):
+            raise ValueError(
+                f"{name} needs one metric: pass {name}(metric={metric[0]!r}, mode={mode[0]!r})"
+            )
+        self.metric = single(metric)
+        self.mode = mode if isinstance(mode, str) else "min"
+
+    def check_result(self, result: Mapping[str, Any]) -> str | None:
+        """Why `result` cannot be compared by this scheduler (it lacks the scheduler's own
+        metric, or holds no number there), in one line; None if it can."""
+        own = self._own[0]
+        if own is None:
+            return None
+        return problem(result, own, f"{type(self).__name__}'s metric")
 
     def on_trial_add(self, trial: Trial) -> None:
         """A trial was created (by the searcher, the user, or a fork)."""

@@ -34,6 +34,9 @@ class ASHA(Scheduler):
             Trials join them in the proportions of Hyperband's brackets: with 4 brackets and
             reduction_factor 3, 27 : 12 : 6 : 4 from the most eager to cut to the most patient.
         time_attr: the result key that measures progress, counted from 1.
+        metric: compare trials by this reported value rather than the Tuner's metric (which
+            a run of several metrics needs: `metric="loss"`).
+        mode: "min" or "max" for `metric` (default: the Tuner's mode of it, if it tunes it).
     """
 
     needs_metric = True
@@ -45,6 +48,9 @@ class ASHA(Scheduler):
         reduction_factor: float = 3,
         brackets: int = 1,
         time_attr: str = "training_iteration",
+        *,
+        metric: str | None = None,
+        mode: str | None = None,
     ) -> None:
         check_positive("ASHA", "max_t", max_t)
         check_positive("ASHA", "grace_period", grace_period)
@@ -57,6 +63,7 @@ class ASHA(Scheduler):
         self.grace_period = grace_period
         self.reduction_factor = reduction_factor
         self.time_attr = time_attr
+        self.own_metric(metric, mode)
         self.rungs: list[list[_Rung]] = [
             [
                 _Rung(m)

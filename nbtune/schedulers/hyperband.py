@@ -36,12 +36,21 @@ class HyperBand(Scheduler):
         max_t: the most `time_attr` any trial gets (R in the paper); it stops there.
         reduction_factor: eta: each rung keeps 1/eta of the trials for eta times longer.
         time_attr: the result key that measures progress, counted from 1.
+        metric: compare trials by this reported value rather than the Tuner's metric (which
+            a run of several metrics needs: `metric="loss"`).
+        mode: "min" or "max" for `metric` (default: the Tuner's mode of it, if it tunes it).
     """
 
     needs_metric = True
 
     def __init__(
-        self, max_t: int, reduction_factor: float = 3, time_attr: str = "training_iteration"
+        self,
+        max_t: int,
+        reduction_factor: float = 3,
+        time_attr: str = "training_iteration",
+        *,
+        metric: str | None = None,
+        mode: str | None = None,
     ) -> None:
         check_positive("HyperBand", "max_t", max_t, integer=True)
         if isinstance(reduction_factor, bool) or not reduction_factor > 1:
@@ -51,6 +60,7 @@ class HyperBand(Scheduler):
         self.max_t = max_t
         self.reduction_factor = reduction_factor
         self.time_attr = time_attr
+        self.own_metric(metric, mode)
         self.brackets: list[Bracket] = []
         self._bracket_of: dict[int, Bracket] = {}
 

@@ -29,6 +29,9 @@ class MedianStopping(Scheduler):
         grace_period: no trial is stopped before this much `time_attr`.
         min_samples_required: how many other trials must have reached the step.
         time_attr: the result key that measures progress, counted from 1.
+        metric: compare trials by this reported value rather than the Tuner's metric (which
+            a run of several metrics needs: `metric="loss"`).
+        mode: "min" or "max" for `metric` (default: the Tuner's mode of it, if it tunes it).
     """
 
     needs_metric = True
@@ -38,12 +41,16 @@ class MedianStopping(Scheduler):
         grace_period: float,
         min_samples_required: int = 3,
         time_attr: str = "training_iteration",
+        *,
+        metric: str | None = None,
+        mode: str | None = None,
     ) -> None:
         check_positive("MedianStopping", "grace_period", grace_period)
         check_positive("MedianStopping", "min_samples_required", min_samples_required, integer=True)
         self.grace_period = grace_period
         self.min_samples_required = min_samples_required
         self.time_attr = time_attr
+        self.own_metric(metric, mode)
         self._curves: dict[int, _RunningAverage] = {}
 
     def on_result(self, trial: Trial, result: Mapping[str, Any]) -> Decision:

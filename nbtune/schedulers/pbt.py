@@ -46,6 +46,9 @@ class PBT(Scheduler):
             neighbour.
         perturbation_factors: the factors a number is multiplied by.
         time_attr: the result key that measures progress.
+        metric: compare trials by this reported value rather than the Tuner's metric (which
+            a run of several metrics needs: `metric="loss"`).
+        mode: "min" or "max" for `metric` (default: the Tuner's mode of it, if it tunes it).
         seed: for the draws (default: the Tuner's seed).
     """
 
@@ -61,6 +64,9 @@ class PBT(Scheduler):
         perturbation_factors: tuple[float, float] = (1.2, 0.8),
         time_attr: str = "training_iteration",
         seed: int | None = None,
+        *,
+        metric: str | None = None,
+        mode: str | None = None,
     ) -> None:
         check_positive("PBT", "perturbation_interval", perturbation_interval)
         if not isinstance(hyperparam_mutations, Mapping) or not hyperparam_mutations:
@@ -82,6 +88,7 @@ class PBT(Scheduler):
         self.resample_probability = resample_probability
         self.perturbation_factors = tuple(perturbation_factors)
         self.time_attr = time_attr
+        self.own_metric(metric, mode)
         self.seed = seed
         self._rng = _generator(seed)
         self._members: dict[int, _Member] = {}

@@ -30,7 +30,8 @@ class Searcher:
     def setup(
         self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
     ) -> None:
-        """Learn the search space, the objective, the budget and the seed."""
+        """Learn the search space, the objective, the budget and the seed (in a run of several
+        metrics, `metric` and `mode` are lists, one mode per metric)."""
         self.space = space
         self.metric = metric
         self.mode = mode

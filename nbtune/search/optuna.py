@@ -4,6 +4,9 @@
     on_result  -> optuna_trial.report(metric, training_iteration)
     on_complete -> study.tell(optuna_trial, last metric)   (FAIL if errored or not finite)
 
+With several metrics the study has one direction per metric, `tell` gets the tuple of the
+last values, and nothing is reported along the way (Optuna prunes only single objectives).
+
 Our domains become Optuna distributions; `sample_from` values are computed from the sampled
 ones, as `SearchSpace.config` does. Optuna is an optional extra, imported only when an
 `OptunaSearch` is made, so `import nbtune` never pays for it.
@@ -15,6 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nbtune import objectives
 from nbtune.metrics import finite
 from nbtune.search._base import Searcher
 from nbtune.space import Choice, Domain, Grid, LogUniform, RandInt, SampleFrom, SearchSpace, Uniform
@@ -22,6 +26,8 @@ from nbtune.trial import Trial, TrialStatus
 
 if TYPE_CHECKING:
     import optuna
+
+_DIRECTIONS = {"min": "minimize", "max": "maximize"}
 
 _TRIAL_ID = "nbtune_trial_id"
 """The user attribute of each Optuna trial that holds the nbtune trial id it belongs to."""
@@ -36,6 +42,10 @@ class OptunaSearch(Searcher):
     curves. Intermediate results are reported to Optuna by `training_iteration`. A trial that
     errors, reports nothing, or ends on a NaN or infinite value is told as failed, so the
     sampler learns nothing from it.
+
+    With several metrics (`metric=["loss", "latency_ms"]`) the study is multi-objective: its
+    sampler (TPE by default, as Optuna's; or `NSGAIISampler()`) learns each trial's last values
+    together, and `study.best_trials` is the same front as the Tuner's `best_trials`.
 
     Grids are refused (a sampler cannot promise to visit every value; use `choice`), and
     `choice` categories are given to Optuna as their indices, so any values work (tuples,
@@ -67,8 +77,8 @@ class OptunaSearch(Searcher):
         optuna = _import_optuna()
         self._distributions = distributions(space)
         sampler = self.sampler or optuna.samplers.TPESampler(seed=seed)
-        direction = "minimize" if mode == "min" else "maximize"
-        self._study = optuna.create_study(sampler=sampler, direction=direction)
+        directions = [_DIRECTIONS[one] for one in objectives.modes(metric, mode)]
+        self._study = optuna.create_study(sampler=sampler, directions=directions)
         self._total = num_samples
 
     @property
@@ -101,6 +111,8 @@ class OptunaSearch(Searcher):
 
     def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
         trial = self._running.get(trial_id)
+        if objectives.is_several(self.metric):
+            return
         value = finite(result.get(self.metric))
         if trial is not None and value is not None:
             trial.report(value, result["training_iteration"])
@@ -109,13 +121,13 @@ class OptunaSearch(Searcher):
         trial = self._running.pop(trial_id, None)
         if trial is None:
             return
-        value = None if error or result is None else finite(result.get(self.metric))
-        if value is None:
+        values = None if error or result is None else objectives.values(result, self.metric)
+        if values is None:
             from optuna.trial import TrialState
 
             self.study.tell(trial, state=TrialState.FAIL)
             return
-        self.study.tell(trial, value)
+        self.study.tell(trial, list(values))
 
     def restore(self, trials: Sequence[Trial]) -> None:
         """Catch up with the journal, which may be up to a second newer than this state.

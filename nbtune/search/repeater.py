@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nbtune.metrics import finite
+from nbtune import objectives
 from nbtune.schedulers._base import check_positive
 from nbtune.search._base import Searcher, WrappingSearcher
 from nbtune.trial import Trial, TrialStatus
@@ -136,13 +136,18 @@ class Repeater(WrappingSearcher):
         return replace(stand_in, status=status, last_result=mean or {})
 
 
-def _mean(results: Iterable[Mapping[str, Any] | None], metric: str | None) -> dict[str, Any] | None:
-    """The last of `results` that has a finite `metric`, holding the mean of the metric over
-    all that have one; None if none has."""
-    scored = [r for r in results if r is not None and finite(r.get(metric)) is not None]
+def _mean(
+    results: Iterable[Mapping[str, Any] | None], metric: str | Sequence[str] | None
+) -> dict[str, Any] | None:
+    """The last of `results` that has a finite value of every tuned metric, holding the mean
+    of each over all that have them; None if none has."""
+    scored = [r for r in results if r is not None and objectives.values(r, metric) is not None]
     if not scored:
         return None
-    return {**scored[-1], metric: math.fsum(r[metric] for r in scored) / len(scored)}
+    means = {
+        name: math.fsum(r[name] for r in scored) / len(scored) for name in objectives.names(metric)
+    }
+    return {**scored[-1], **means}
 
 
 def _last_result(trial: Trial) -> Mapping[str, Any] | None:

@@ -7,6 +7,7 @@ from nbtune.ui.figures import (
     plot_param_importance,
     plot_param_scatter,
 )
+from nbtune.ui.pareto import plot_pareto_front
 
 __all__ = [
     "plot_best_so_far",
@@ -14,4 +15,5 @@ __all__ = [
     "plot_parallel_coordinates",
     "plot_param_importance",
     "plot_param_scatter",
+    "plot_pareto_front",
 ]

@@ -34,6 +34,7 @@ import plotly.graph_objects as go
 
 from nbtune.events import Event, ExperimentDone
 from nbtune.front_end import DashboardSource
+from nbtune.objectives import is_several, primary
 from nbtune.results import trials_frame
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import best_so_far_data, history_data, parameter_data
@@ -43,6 +44,7 @@ from nbtune.ui.figures import (
     parallel_coordinates_figure,
     parameter_scatter_figure,
 )
+from nbtune.ui.pareto import pareto_data, pareto_figure
 from nbtune.ui.subshell import serve_on_subshell
 from nbtune.ui.summary import SummarySlot, best_html, counts_html, title_html
 from nbtune.ui.table import TrialTable
@@ -133,9 +135,10 @@ class Dashboard:
         self._drawn: dict = {}
         self.frame = widgets.HTML()
         self.errors = widgets.HTML()
-        placeholders = [widgets.HTML("<i>drawing…</i>") for _ in _CHARTS]
+        self.tab_names = (*(("pareto",) if is_several(self.source.metric) else ()), *_TABS)
+        placeholders = [widgets.HTML("<i>drawing…</i>") for _ in self.tab_names[:-2]]
         self.tabs = widgets.Tab(children=[*placeholders, self.frame, self.errors])
-        for index, name in enumerate(_TABS):
+        for index, name in enumerate(self.tab_names):
             self.tabs.set_title(index, name)
         self.tabs.observe(lambda _: self.redraw(), names="selected_index")
         self.controls = widgets.HBox(
@@ -182,7 +185,7 @@ class Dashboard:
             live = self.live
             with self.widget.hold_sync():
                 self._draw_header(trials, metric, mode, live)
-                self.table.update(trials, metric, mode, live)
+                self.table.update(trials, *primary(metric, mode), live)
                 self._draw_tab(trials, rows, metric, mode)
                 self.controls.layout.display = "" if live else "none"
             self.redraws += 1
@@ -223,13 +226,15 @@ class Dashboard:
         metric: str | None,
         mode: str,
     ) -> None:
-        tab = _TABS[self.tabs.selected_index or 0]
+        tab = self.tab_names[self.tabs.selected_index or 0]
         if tab == "dataframe":
             self.frame.value = trials_frame(trials, metric, mode).to_html(max_rows=60)
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
+        elif tab == "pareto":
+            pareto_figure(pareto_data(trials, metric, mode), self._figure(tab))
         elif metric is not None:
-            self._draw_chart(tab, trials, rows, metric, mode)
+            self._draw_chart(tab, trials, rows, *primary(metric, mode))
 
     def _figure(self, tab: str) -> go.FigureWidget:
         """The chart's FigureWidget, made when first shown: plotly's first one takes seconds,
@@ -237,7 +242,7 @@ class Dashboard:
         if tab not in self.figures:
             self.figures[tab] = go.FigureWidget()
             children = list(self.tabs.children)
-            children[_TABS.index(tab)] = self.figures[tab]
+            children[self.tab_names.index(tab)] = self.figures[tab]
             self.tabs.children = children
         return self.figures[tab]
 

@@ -8,14 +8,12 @@ Each `*_figure(data, figure=None)` draws into `figure` when given (the dashboard
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 
-from nbtune.analysis import ExperimentAnalysis
-from nbtune.results import ResultsView
+from nbtune.analysis import view_of
 from nbtune.trial import Trial
 from nbtune.ui.data import (
     BestSoFarData,
@@ -244,12 +242,6 @@ def plot_param_importance(source: Any) -> go.Figure:
 
 
 def _read(source: Any) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]], str, str]:
-    if isinstance(source, (str, os.PathLike)):
-        source = ExperimentAnalysis(source)
-    if not isinstance(source, ResultsView):
-        raise TypeError(
-            f"cannot plot {type(source).__name__}; pass a Tuner, nbtune.load(...) or the path "
-            "of an experiment directory"
-        )
+    source = view_of(source)
     trials, rows = source._snapshot()
     return trials, rows, source._require_metric(), source.mode

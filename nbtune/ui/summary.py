@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nbtune.front_end import DashboardSource
+from nbtune.objectives import is_several, pareto_trials
 from nbtune.results import trials_frame
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.table import badge
@@ -33,7 +34,9 @@ def counts_html(trials: Sequence[Trial]) -> str:
     return shown or "no trials yet"
 
 
-def best_html(trials: Sequence[Trial], metric: str | None, mode: str) -> str:
+def best_html(trials: Sequence[Trial], metric: Any, mode: Any) -> str:
+    if is_several(metric):
+        return front_html(trials, metric, mode)
     scored = [trial for trial in trials if trial.best_value is not None]
     if metric is None or not scored:
         return ""
@@ -44,11 +47,23 @@ def best_html(trials: Sequence[Trial], metric: str | None, mode: str) -> str:
     return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 
 
+def front_html(trials: Sequence[Trial], metric: Sequence[str], mode: Sequence[str]) -> str:
+    """The header of a run of several metrics: which trials are on the Pareto front."""
+    front = pareto_trials(trials, metric, mode)
+    if not front:
+        return ""
+    ids = ", ".join(str(trial.trial_id) for trial in front)
+    names = html.escape(" / ".join(metric))
+    return f"Pareto front of {names}: <b>{len(front)}</b> trial(s) ({ids})"
+
+
 def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
     """The run's title, trial counts, best result and its `top` best trials as a table."""
     trials, _ = source.snapshot()
     frame = trials_frame(trials, source.metric, source.mode)
-    if source.metric is not None:
+    if is_several(source.metric):
+        frame = frame.sort_values(["pareto", "trial_id"], ascending=[False, True])
+    elif source.metric is not None:
         frame = frame.sort_values(f"best_{source.metric}", ascending=source.mode == "min")
     parts = [
         title_html(source.name, state),
