@@ -14,7 +14,7 @@ import pytest
 tomllib = pytest.importorskip("tomllib")
 
 ROOT = Path(__file__).parents[1]
-MODULE_TO_DISTRIBUTION = {"sklearn": "scikit-learn"}
+MODULE_TO_DISTRIBUTION = {"sklearn": "scikit-learn", "xgboost": "xgboost-cpu"}
 
 
 def requirement_names(lines) -> set[str]:
