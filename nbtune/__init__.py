@@ -30,7 +30,21 @@ from nbtune.schedulers import (
 )
 from nbtune.search import ConcurrencyLimiter, OptunaSearch, RandomSearch, Repeater, Searcher
 from nbtune.session import get_checkpoint, get_trial_id, report
-from nbtune.space import choice, grid, loguniform, randint, sample_from, uniform
+from nbtune.space import (
+    choice,
+    grid,
+    lograndint,
+    loguniform,
+    qlograndint,
+    qloguniform,
+    qrandint,
+    qrandn,
+    quniform,
+    randint,
+    randn,
+    sample_from,
+    uniform,
+)
 from nbtune.trainable import Trainable
 from nbtune.trial import Trial, TrialStatus
 from nbtune.tuner import Tuner
@@ -111,6 +125,7 @@ __all__ = [
     "get_trial_id",
     "grid",
     "load",
+    "lograndint",
     "loguniform",
     "plot_best_so_far",
     "plot_history",
@@ -118,7 +133,13 @@ __all__ = [
     "plot_param_importance",
     "plot_param_scatter",
     "plot_pareto_front",
+    "qlograndint",
+    "qloguniform",
+    "qrandint",
+    "qrandn",
+    "quniform",
     "randint",
+    "randn",
     "report",
     "sample_from",
     "uniform",

@@ -1,7 +1,8 @@
 """Search spaces: what a tuner may try, and the i-th configuration of an experiment.
 
 A space is a plain, possibly nested dict whose leaves are domains (`uniform`, `loguniform`,
-`randint`, `choice`, `grid`, `sample_from`) or constants::
+`randint`, `choice`, `grid`, `sample_from`, and Ray Tune's `quniform`, `qloguniform`,
+`qrandint`, `lograndint`, `qlograndint`, `randn`, `qrandn`) or constants::
 
     space = {
         "lr": loguniform(1e-4, 1e-1),
@@ -46,47 +47,52 @@ class Domain(ABC):
 
 @dataclass(frozen=True, repr=False)
 class Uniform(Domain):
-    """A float drawn uniformly from [low, high)."""
+    """A float drawn uniformly from [low, high); with `q`, rounded to a multiple of `q` in
+    [low, high] (`quniform`)."""
 
     low: float
     high: float
+    q: float | None = None
 
     def __post_init__(self) -> None:
-        call = f"uniform(low={self.low!r}, high={self.high!r})"
+        call = _call("uniform", self.low, self.high, self.q)
         _check_real_bounds(call, self.low, self.high)
         _check_order(call, self.low, self.high)
-        _set_fields(self, low=float(self.low), high=float(self.high))
+        _set_fields(self, low=float(self.low), high=float(self.high), q=_step(call, self))
 
     def sample(self, rng: np.random.Generator) -> float:
-        return _below_high(float(rng.uniform(self.low, self.high)), self.low, self.high)
+        value = _below_high(float(rng.uniform(self.low, self.high)), self.low, self.high)
+        return _quantized(value, self)
 
     def __repr__(self) -> str:
-        return f"uniform({self.low!r}, {self.high!r})"
+        return _call("uniform", self.low, self.high, self.q, shown=True)
 
 
 @dataclass(frozen=True, repr=False)
 class LogUniform(Domain):
-    """A float in [low, high) whose logarithm is uniform, for scales spanning decades."""
+    """A float in [low, high) whose logarithm is uniform, for scales spanning decades; with
+    `q`, rounded to a multiple of `q` in [low, high] (`qloguniform`)."""
 
     low: float
     high: float
+    q: float | None = None
 
     def __post_init__(self) -> None:
-        call = f"loguniform(low={self.low!r}, high={self.high!r})"
+        call = _call("loguniform", self.low, self.high, self.q)
         _check_real_bounds(call, self.low, self.high)
         if self.low <= 0:
             raise ValueError(
                 f"{call}: low must be > 0 for a log scale; use uniform() or a positive low"
             )
         _check_order(call, self.low, self.high)
-        _set_fields(self, low=float(self.low), high=float(self.high))
+        _set_fields(self, low=float(self.low), high=float(self.high), q=_step(call, self))
 
     def sample(self, rng: np.random.Generator) -> float:
         value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
-        return _below_high(value, self.low, self.high)
+        return _quantized(_below_high(value, self.low, self.high), self)
 
     def __repr__(self) -> str:
-        return f"loguniform({self.low!r}, {self.high!r})"
+        return _call("loguniform", self.low, self.high, self.q, shown=True)
 
 
 @dataclass(frozen=True, repr=False)
@@ -111,6 +117,75 @@ class RandInt(Domain):
 
     def __repr__(self) -> str:
         return f"randint({self.low!r}, {self.high!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class IntRange(Domain):
+    """An int in [low, high], high included, on the steps low, low + step, ...; uniform, or
+    uniform on a log scale. What `qrandint`, `lograndint`, `qlograndint` and a define-by-run
+    `suggest_int` make (Optuna's `IntDistribution`)."""
+
+    low: int
+    high: int
+    step: int = 1
+    log: bool = False
+
+    def __post_init__(self) -> None:
+        call = repr(self)
+        if not all(_is_integer(value) for value in (self.low, self.high, self.step)):
+            raise TypeError(
+                f"{call}: bounds and step must be integers, got "
+                f"{_type_names(self.low, self.high, self.step)}; use quniform() for floats"
+            )
+        if self.step < 1:
+            raise ValueError(f"{call}: the step must be >= 1")
+        if self.log and self.low < 1:
+            raise ValueError(f"{call}: low must be >= 1 for a log scale")
+        if self.low > self.high:
+            raise ValueError(f"{call}: low must not be above high; swap the bounds")
+        steps = (int(self.high) - int(self.low)) // int(self.step)
+        _set_fields(self, low=int(self.low), high=int(self.low) + steps * int(self.step))
+        _set_fields(self, step=int(self.step), log=bool(self.log))
+
+    def sample(self, rng: np.random.Generator) -> int:
+        if not self.log:
+            return self.low + self.step * int(rng.integers((self.high - self.low) // self.step + 1))
+        drawn = math.exp(rng.uniform(math.log(self.low), math.log(self.high + 1)))
+        steps = round((min(math.floor(drawn), self.high) - self.low) / self.step)
+        return self.low + self.step * steps
+
+    def __repr__(self) -> str:
+        if self.log and self.step == 1:
+            return f"lograndint({self.low!r}, {self.high + 1!r})"
+        name = "qlograndint" if self.log else "qrandint"
+        return f"{name}({self.low!r}, {self.high!r}, {self.step!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class Normal(Domain):
+    """A float drawn from a normal distribution; with `q`, rounded to a multiple of `q`."""
+
+    mean: float = 0.0
+    sd: float = 1.0
+    q: float | None = None
+
+    def __post_init__(self) -> None:
+        call = repr(self)
+        _check_real_bounds(call, self.mean, self.sd)
+        if self.sd <= 0:
+            raise ValueError(f"{call}: sd must be > 0")
+        if self.q is not None and (not _is_real(self.q) or not self.q > 0):
+            raise ValueError(f"{call}: q must be a number > 0")
+        _set_fields(self, mean=float(self.mean), sd=float(self.sd))
+
+    def sample(self, rng: np.random.Generator) -> float:
+        value = float(rng.normal(self.mean, self.sd))
+        return value if self.q is None else _round_to(value, self.q)
+
+    def __repr__(self) -> str:
+        if self.q is None:
+            return f"randn({self.mean!r}, {self.sd!r})"
+        return f"qrandn({self.mean!r}, {self.sd!r}, {self.q!r})"
 
 
 @dataclass(frozen=True, repr=False)
@@ -183,6 +258,43 @@ def loguniform(low: float, high: float) -> LogUniform:
 def randint(low: int, high: int) -> RandInt:
     """An int drawn uniformly from [low, high); high is excluded."""
     return RandInt(low, high)
+
+
+def quniform(low: float, high: float, q: float) -> Uniform:
+    """A float drawn uniformly from [low, high], rounded to a multiple of `q` (the bounds must
+    be multiples of `q`), as Ray Tune's `quniform`."""
+    return Uniform(low, high, q)
+
+
+def qloguniform(low: float, high: float, q: float) -> LogUniform:
+    """A float drawn on a log scale from [low, high], rounded to a multiple of `q` (the bounds
+    must be multiples of `q`), as Ray Tune's `qloguniform`."""
+    return LogUniform(low, high, q)
+
+
+def qrandint(low: int, high: int, q: int = 1) -> IntRange:
+    """An int from low, low + q, ... up to high, which is included (as in Ray Tune)."""
+    return IntRange(low, high, q)
+
+
+def lograndint(low: int, high: int) -> IntRange:
+    """An int from [low, high), uniform on a log scale; high is excluded, as in `randint`."""
+    return IntRange(low, _int_below(high), 1, log=True)
+
+
+def qlograndint(low: int, high: int, q: int) -> IntRange:
+    """An int from low, low + q, ... up to high (included), drawn on a log scale."""
+    return IntRange(low, high, q, log=True)
+
+
+def randn(mean: float = 0.0, sd: float = 1.0) -> Normal:
+    """A float drawn from a normal distribution of `mean` and standard deviation `sd`."""
+    return Normal(mean, sd)
+
+
+def qrandn(mean: float, sd: float, q: float) -> Normal:
+    """A normal float rounded to a multiple of `q`."""
+    return Normal(mean, sd, q)
 
 
 def choice(categories: Sequence[Any]) -> Choice:
@@ -400,6 +512,49 @@ def _nest(space: dict[str, Any], values: Mapping[str, Any], prefix: str) -> dict
         elif name in values:
             nested[key] = values[name]
     return nested
+
+
+def _call(name: str, low: Any, high: Any, q: Any, shown: bool = False) -> str:
+    """How the user wrote the domain: `uniform(0, 1)` or `quniform(0, 1, 0.1)`; keywords in
+    error messages."""
+    if shown:
+        return f"{name}({low!r}, {high!r})" if q is None else f"q{name}({low!r}, {high!r}, {q!r})"
+    if q is None:
+        return f"{name}(low={low!r}, high={high!r})"
+    return f"q{name}(low={low!r}, high={high!r}, q={q!r})"
+
+
+def _step(call: str, domain: Uniform | LogUniform) -> float | None:
+    """The domain's `q`, checked: a number > 0 of which both bounds are multiples (as Ray
+    Tune asks), so that every rounded value lies within them."""
+    q = domain.q
+    if q is None:
+        return None
+    if not _is_real(q) or not q > 0 or not math.isfinite(q):
+        raise ValueError(f"{call}: q must be a finite number > 0")
+    for bound in (domain.low, domain.high):
+        if not math.isclose(bound / q, round(bound / q), abs_tol=1e-9):
+            raise ValueError(f"{call}: {bound!r} is not a multiple of q; pick bounds that are")
+    return float(q)
+
+
+def _quantized(value: float, domain: Uniform | LogUniform) -> float:
+    if domain.q is None:
+        return value
+    return min(max(_round_to(value, domain.q), domain.low), domain.high)
+
+
+def _round_to(value: float, q: float) -> float:
+    """`value` rounded to a multiple of `q`, without the float noise of `round(v / q) * q`
+    (0.30000000000000004)."""
+    decimals = max(0, -math.floor(math.log10(q))) + 6
+    return round(round(value / q) * q, decimals)
+
+
+def _int_below(high: Any) -> Any:
+    """The highest int below `high` (an exclusive bound), or `high` itself if not an int, for
+    the domain to refuse."""
+    return high - 1 if _is_integer(high) else high
 
 
 def _below_high(value: float, low: float, high: float) -> float:

@@ -312,3 +312,73 @@ def test_check_config_lists_unknown_and_missing_names():
         space.check_config({"lr": 0.1, "model": {}})
     with pytest.raises(ValueError, match=r"space: unknown 'model/width', 'x'$"):
         space.check_config({"lr": 0.1, "model": {"layers": 2, "width": 3}, "x": 1})
+
+
+# Ray Tune's quantised, log-integer and normal domains
+
+
+def test_quniform_rounds_to_multiples_of_q_within_both_bounds():
+    values = draws(nt.quniform(0, 1, 0.1))
+    assert set(values) == {round(0.1 * k, 1) for k in range(11)}, "0.0 to 1.0, ends included"
+
+
+def test_qloguniform_draws_on_a_log_scale_then_rounds():
+    values = draws(nt.qloguniform(0.001, 1, 0.001))
+    assert all(0.001 <= v <= 1 and v == round(v, 3) for v in values)
+    assert sum(v < 0.032 for v in values) > DRAWS * 0.4, "half the decades lie below 0.032"
+
+
+def test_qrandint_includes_high_and_steps_by_q():
+    assert set(draws(nt.qrandint(0, 10, 2))) == {0, 2, 4, 6, 8, 10}
+    assert all(type(v) is int for v in draws(nt.qrandint(0, 10, 2), 10))
+
+
+def test_lograndint_excludes_high_and_favours_small_values():
+    values = draws(nt.lograndint(1, 100))
+    assert all(type(v) is int and 1 <= v < 100 for v in values)
+    assert sum(v < 10 for v in values) > DRAWS * 0.4, "one of two decades"
+    assert repr(nt.lograndint(1, 100)) == "lograndint(1, 100)"
+
+
+def test_qlograndint_steps_from_low_up_to_high():
+    values = draws(nt.qlograndint(5, 100, 5))
+    assert set(values) <= set(range(5, 101, 5)) and 100 in values and 5 in values
+
+
+def test_randn_and_qrandn_draw_normal_values():
+    values = draws(nt.randn(2.0, 0.5))
+    assert statistics.mean(values) == pytest.approx(2.0, abs=0.05)
+    assert statistics.stdev(values) == pytest.approx(0.5, abs=0.05)
+    rounded = draws(nt.qrandn(0.0, 1.0, 0.25))
+    assert all(v == round(v * 4) / 4 for v in rounded)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: nt.quniform(0, 1, 0), r"quniform\(low=0, high=1, q=0\): q must be a finite"),
+        (lambda: nt.quniform(0.05, 1, 0.1), r"0\.05 is not a multiple of q; pick bounds"),
+        (lambda: nt.qrandint(0, 10, 0), r"qrandint\(0, 10, 0\): the step must be >= 1"),
+        (lambda: nt.qrandint(0, 1.5, 1), r"bounds and step must be integers"),
+        (lambda: nt.lograndint(0, 10), r"low must be >= 1 for a log scale"),
+        (lambda: nt.randn(0, 0), r"randn\(0, 0\): sd must be > 0"),
+    ],
+)
+def test_bad_bounds_and_steps_are_one_line_errors(make, message):
+    with pytest.raises((ValueError, TypeError), match=message) as refused:
+        make()
+    assert "\n" not in str(refused.value)
+
+
+def test_the_new_domains_are_reprs_users_can_read_back():
+    for domain in (
+        nt.quniform(0, 1, 0.5),
+        nt.qloguniform(1, 100, 1),
+        nt.qrandint(0, 10, 2),
+        nt.qlograndint(1, 100, 3),
+        nt.randn(0.0, 1.0),
+        nt.qrandn(0.0, 1.0, 0.5),
+    ):
+        assert repr(domain).startswith(
+            ("quniform", "qloguniform", "qrandint", "qlograndint", "randn", "qrandn")
+        )

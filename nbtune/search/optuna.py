@@ -21,7 +21,18 @@ from typing import TYPE_CHECKING, Any
 from nbtune import objectives
 from nbtune.metrics import finite
 from nbtune.search._base import Searcher
-from nbtune.space import Choice, Domain, Grid, LogUniform, RandInt, SampleFrom, SearchSpace, Uniform
+from nbtune.space import (
+    Choice,
+    Domain,
+    Grid,
+    IntRange,
+    LogUniform,
+    Normal,
+    RandInt,
+    SampleFrom,
+    SearchSpace,
+    Uniform,
+)
 from nbtune.trial import Trial, TrialStatus
 
 if TYPE_CHECKING:
@@ -206,11 +217,20 @@ def _distribution(name: str, domain: Domain) -> optuna.distributions.BaseDistrib
     """The Optuna distribution of one domain; ours exclude `high`, Optuna's include it."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-    if isinstance(domain, Uniform | LogUniform):
+    if isinstance(domain, Uniform) and domain.q is not None:
+        return FloatDistribution(domain.low, domain.high, step=domain.q)
+    if isinstance(domain, Uniform | LogUniform) and domain.q is None:
         high = math.nextafter(domain.high, domain.low)
         return FloatDistribution(domain.low, high, log=isinstance(domain, LogUniform))
     if isinstance(domain, RandInt):
         return IntDistribution(domain.low, domain.high - 1)
+    if isinstance(domain, IntRange) and not (domain.log and domain.step > 1):
+        return IntDistribution(domain.low, domain.high, step=domain.step, log=domain.log)
+    if isinstance(domain, LogUniform | IntRange | Normal):
+        raise ValueError(
+            f"OptunaSearch cannot model {name!r}: {domain!r} ({_UNMODELLED[type(domain)]}); "
+            "use RandomSearch, or a domain Optuna has"
+        )
     if isinstance(domain, Choice):
         return CategoricalDistribution(list(range(len(domain.categories))))
     if isinstance(domain, Grid):
@@ -219,6 +239,13 @@ def _distribution(name: str, domain: Domain) -> optuna.distributions.BaseDistrib
             "use choice(...) instead, or RandomSearch for a grid"
         )
     raise TypeError(f"OptunaSearch does not know the domain {domain!r} of {name!r}")
+
+
+_UNMODELLED = {
+    LogUniform: "Optuna's floats take a step or a log scale, not both: use loguniform or quniform",
+    IntRange: "Optuna's log-scale ints take no step: use lograndint or qrandint",
+    Normal: "Optuna has no normal distribution: use uniform over the likely range",
+}
 
 
 def _import_optuna():

@@ -258,3 +258,32 @@ def test_a_real_run_is_stopped_with_a_paused_trial_and_restored(make_tuner, stop
         assert told[trial_id].state is TrialState.COMPLETE
         assert told[trial_id].value == row["loss"], "the last result's metric is told"
         assert told[trial_id].params["lr"] == row["config/lr"]
+
+
+def test_ray_tune_s_quantised_and_log_integer_domains_map_to_optuna_s_steps_and_logs():
+    space = {
+        "dropout": nt.quniform(0.0, 0.5, 0.1),
+        "depth": nt.qrandint(2, 10, 2),
+        "trees": nt.lograndint(10, 1000),
+    }
+    found = distributions(SearchSpace(space))
+    assert found["dropout"] == FloatDistribution(0.0, 0.5, step=0.1)
+    assert found["depth"] == IntDistribution(2, 10, step=2)
+    assert found["trees"] == IntDistribution(10, 999, log=True), "lograndint excludes high"
+    configs = drive(searcher_for(space, num_samples=30), lambda config: config["dropout"])
+    assert all(c["depth"] in {2, 4, 6, 8, 10} and 10 <= c["trees"] < 1000 for c in configs)
+    assert all(round(c["dropout"], 10) in {0.0, 0.1, 0.2, 0.3, 0.4, 0.5} for c in configs)
+
+
+@pytest.mark.parametrize(
+    ("domain", "reason"),
+    [
+        (nt.qloguniform(1, 100, 1), "a step or a log scale, not both"),
+        (nt.qlograndint(1, 100, 3), "log-scale ints take no step"),
+        (nt.randn(), "no normal distribution"),
+    ],
+)
+def test_a_domain_optuna_cannot_model_is_refused_in_one_line(domain, reason):
+    with pytest.raises(ValueError, match=f"OptunaSearch cannot model 'x': .*{reason}") as refused:
+        searcher_for({"x": domain})
+    assert "\n" not in str(refused.value)

@@ -1,3 +1,6 @@
+import trainables
+
+import nbtune as nt
 from nbtune.search import RandomSearch
 from nbtune.space import SearchSpace, choice, grid, uniform
 
@@ -37,3 +40,24 @@ def test_it_plans_the_samples_times_the_grid_and_what_extend_adds():
     assert searcher.planned_trials == 12
     searcher.extend(6)
     assert searcher.planned_trials == 18 == len(suggest_all(searcher))
+
+
+def test_a_run_over_ray_tune_s_domains_records_ints_as_ints(make_tuner):
+    space = {
+        "depth": nt.qrandint(2, 10, 2),
+        "trees": nt.lograndint(10, 1000),
+        "dropout": nt.quniform(0.0, 0.5, 0.1),
+        "noise": nt.qrandn(0.0, 1.0, 0.5),
+    }
+    tuner = make_tuner(
+        trainables.count_up,
+        {**space, "steps": 1},
+        metric="loss",
+        num_samples=8,
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    frame = tuner.dataframe()
+    assert frame["config/depth"].dtype.kind == "i" and frame["config/trees"].dtype.kind == "i"
+    assert set(frame["config/depth"]) <= {2, 4, 6, 8, 10}
+    assert all(value * 2 == round(value * 2) for value in frame["config/noise"])
