@@ -63,6 +63,7 @@ def trials_frame(
             row["gpu"] = trial.gpus
         rows.append(row)
     columns, dtypes = _trial_columns(rows, metric), _trial_dtypes(metric)
+    dtypes.update(_sometimes_set_ints(rows, columns))
     if checkpoint_mb is not None:
         columns.append("checkpoint_mb")
         dtypes["checkpoint_mb"] = "float64"
@@ -77,6 +78,20 @@ def _trial_columns(rows: list[dict[str, Any]], metric: str | Sequence[str] | Non
     metric_columns = _metric_columns(metric)
     tail = ["training_iteration", "runtime_s", "error", "paused_by", "parent", "attempts"]
     return ["trial_id", "status", *config_columns, *metric_columns, *tail]
+
+
+def _sometimes_set_ints(rows: list[dict[str, Any]], columns: list[str]) -> dict[str, str]:
+    """Nullable ints for the config columns that only some trials have (a define-by-run
+    space's conditional parameters), so that 3 stays 3 beside a missing value, not 3.0."""
+    dtypes = {}
+    for column in columns:
+        if not column.startswith("config/"):
+            continue
+        values = [row[column] for row in rows if column in row]
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        if values and ints and len(values) < len(rows):
+            dtypes[column] = "Int64"
+    return dtypes
 
 
 def _metric_columns(metric: str | Sequence[str] | None) -> list[str]:

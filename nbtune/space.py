@@ -334,7 +334,8 @@ class SearchSpace:
             space = {}
         if not isinstance(space, Mapping):
             raise TypeError(
-                "search space must be a dict of parameter name -> domain or constant, "
+                "search space must be a dict of parameter name -> domain or constant (or a "
+                "define-by-run function of a trial), "
                 f"got {type(space).__name__}"
             )
         self._space = _validated_copy(space, prefix="")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nbtune import objectives
+from nbtune.define_by_run import DefineByRunSpace
 from nbtune.errors import RunEndedError, TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
@@ -86,7 +87,8 @@ class Tuner(ResultsView):
         trainable: a function `train(config)` that calls `nbtune.report(...)`, or a subclass of
             `nbtune.Trainable`.
         space: the search space, a (nested) dict of domains (`nbtune.uniform`, ...) and
-            constants.
+            constants; or a define-by-run function `space(trial)` that calls
+            `trial.suggest_float/suggest_int/suggest_categorical` (`nbtune.define_by_run`).
         metric: the reported value to optimise, e.g. "loss"; or several at once, e.g.
             `["loss", "latency_ms"]`: then `best_trials` is the Pareto front, and a scheduler
             that compares trials needs a metric of its own (`ASHA(metric="loss", mode="min")`).
@@ -132,7 +134,7 @@ class Tuner(ResultsView):
     def __init__(
         self,
         trainable: Callable[[dict[str, Any]], Any] | type,
-        space: Mapping[str, Any] | None = None,
+        space: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
         *,
         metric: str | Sequence[str] | None = None,
         mode: str | Sequence[str] = "min",
@@ -176,7 +178,7 @@ class Tuner(ResultsView):
             check_unlocked(self.path)
         self._previous = _previous_run(self.path) if resume else None
         saved = {} if self._previous is None else self._previous.state()
-        self.space = saved["space"] if space is None and "space" in saved else SearchSpace(space)
+        self.space = saved["space"] if space is None and "space" in saved else _search_space(space)
         self.seed = secrets.randbits(31) if seed is None else _non_negative_int("seed", seed)
         self.space.config(0, self.seed)
         self.searcher = saved.get("searcher") or searcher or RandomSearch()
@@ -641,6 +643,11 @@ def _check_picklable(trainable: object) -> None:
             f"({type(exc).__name__}: {str(exc).splitlines()[0]}); create that object inside "
             "the trainable, or pass executor=nbtune.ThreadExecutor()"
         ) from exc
+
+
+def _search_space(space: Any) -> SearchSpace | DefineByRunSpace:
+    """A dict of domains, or a define-by-run function of a trial."""
+    return DefineByRunSpace(space) if callable(space) else SearchSpace(space)
 
 
 def _previous_run(path: Path) -> ExperimentReader | None:

@@ -573,3 +573,21 @@ class _Napper:
                 return False
 
         return Nap()
+
+
+def conditional_space(trial):
+    """A define-by-run space: an SVC's C or a forest's depth, by the classifier drawn."""
+    classifier = trial.suggest_categorical("classifier", ["SVC", "RF"])
+    if classifier == "SVC":
+        trial.suggest_float("svc_c", 1e-3, 1e3, log=True)
+    else:
+        trial.suggest_int("rf_depth", 2, 32, log=True)
+    return {"n_jobs": 1}
+
+
+def conditional_score(config):
+    """Best near C = 1 for an SVC; deeper forests are worse."""
+    if config["classifier"] == "SVC":
+        nt.report(loss=float(np.log10(config["svc_c"]) ** 2))
+    else:
+        nt.report(loss=float(config["rf_depth"]) / 4)

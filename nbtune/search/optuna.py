@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nbtune import objectives
+from nbtune.define_by_run import DefineByRunSpace
 from nbtune.metrics import finite
 from nbtune.search._base import Searcher
 from nbtune.space import (
@@ -106,6 +107,13 @@ class OptunaSearch(Searcher):
         trial.set_user_attr(_TRIAL_ID, trial_id)
         self._running[trial_id] = trial
         self._suggested += 1
+        return self._config(trial)
+
+    def _config(self, trial: optuna.Trial) -> dict[str, Any]:
+        """The configuration of an Optuna trial: a define-by-run space runs against it, so the
+        sampler models its conditionals; otherwise its parameters are our domains' values."""
+        if isinstance(self.space, DefineByRunSpace):
+            return self.space.run(trial, lambda: trial.params)
         return self.space.complete(self._values(trial.params))
 
     @property
@@ -169,11 +177,15 @@ class OptunaSearch(Searcher):
         A configuration that cannot be mapped back (a category changed by its trip through the
         JSON journal, a tuple become a list) is left out: the trial runs, unmodelled.
         """
-        params = self._params(trial.config)
+        define_by_run = isinstance(self.space, DefineByRunSpace)
+        params = SearchSpace.flatten(trial.config) if define_by_run else self._params(trial.config)
         if params is None:
             return
         self.study.enqueue_trial(params, user_attrs={_TRIAL_ID: trial.trial_id})
-        self._running[trial.trial_id] = self.study.ask(self._distributions)
+        readmitted = self.study.ask(self._distributions)
+        if define_by_run:
+            self.space.run(readmitted, lambda: readmitted.params)
+        self._running[trial.trial_id] = readmitted
 
     def _values(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Optuna's parameters as values of our domains: category indices become categories."""
