@@ -421,6 +421,8 @@ class TrialRunner:
         self.record(trial)
         self.book.enqueue(trial.trial_id, "last" if parent is None else "ahead")
         self.scheduler.on_trial_add(trial)
+        if origin != "searcher":
+            self.searcher.on_trial_add(trial.trial_id, trial.config)
         self._save_state_now_and_then()
         self.bus.publish(TrialAdded(trial.trial_id, trial.config))
         return trial.trial_id

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nbtune import objectives
+from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.define_by_run import DefineByRunSpace
 from nbtune.errors import RunEndedError, TrialNotFoundError
 from nbtune.events import Event, EventBus
@@ -129,6 +130,12 @@ class Tuner(ResultsView):
         progress: print a progress line on stderr (default: yes, except in a notebook).
         overwrite: replace an existing experiment of the same name instead of refusing.
         resume: carry on the experiment of the same name, if there is one (see `restore`).
+        points_to_evaluate: configurations to run first, e.g. `[{"lr": 0.01}]`; they count
+            toward `num_samples`, a parameter they leave out is drawn, and a model-based
+            searcher learns from them as from its own.
+        warm_start: an earlier run (its folder, e.g. "nbtune-runs/earlier", or an
+            `ExperimentAnalysis`) whose finished trials the searcher learns from before its
+            first suggestion; random search never runs one of their configurations again.
     """
 
     def __init__(
@@ -157,6 +164,8 @@ class Tuner(ResultsView):
         progress: bool | None = None,
         overwrite: bool = False,
         resume: bool = False,
+        points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
+        warm_start: str | os.PathLike | ExperimentAnalysis | None = None,
     ) -> None:
         _check_trainable(trainable)
         metric, mode = objectives.checked(metric, mode)
@@ -181,6 +190,9 @@ class Tuner(ResultsView):
         self.space = saved["space"] if space is None and "space" in saved else _search_space(space)
         self.seed = secrets.randbits(31) if seed is None else _non_negative_int("seed", seed)
         self.space.config(0, self.seed)
+        self.points_to_evaluate = _checked_points(self.space, points_to_evaluate)
+        self.warm_start = _earlier_trials(warm_start)
+        self._early_trials: list[dict[str, Any]] = []
         self.searcher = saved.get("searcher") or searcher or RandomSearch()
         self.scheduler = saved.get("scheduler") or scheduler or FIFOScheduler()
         if self._previous is None:
@@ -220,6 +232,9 @@ class Tuner(ResultsView):
         storage = self._create_storage()
         if self._previous is None:
             self.searcher.setup(self.space, self.metric, self.mode, self.num_samples, self.seed)
+            self.searcher.learn_from(self.warm_start)
+            if self.points_to_evaluate:
+                self.searcher.evaluate_first(self.points_to_evaluate)
         if self.progress:
             self.bus.subscribe(ProgressLine(self.name, self.metric, self.mode))
         self._runner = TrialRunner(
@@ -246,6 +261,8 @@ class Tuner(ResultsView):
             trials = self._previous.trials(results, self.metric, self.mode, trust=True)
             self.searcher.restore(trials)
             self._runner.carry_on(trials, results)
+        for config in self._early_trials:
+            self._runner.add_trial(config)
         context = contextvars.copy_context()
         self._thread = threading.Thread(
             target=context.run, args=(self._runner.run,), name="nbtune-runner", daemon=True
@@ -398,11 +415,24 @@ class Tuner(ResultsView):
         self._command("resume_all", self._started_runner().control.resume_all)
 
     def add_trial(self, config: Mapping[str, Any]) -> int:
-        """Queue a hand-picked configuration (it must name every parameter); return its id."""
+        """Queue a hand-picked configuration (it must name every parameter); return its id.
+
+        Before `start()`, the trial waits to run first, ahead of the searcher's. A model-based
+        searcher learns from it as from its own trials.
+        """
         self.space.check_config(config)
-        runner = self._started_runner()
         config = copy.deepcopy(dict(config))
+        if self._runner is None:
+            self._early_trials.append(config)
+            return self._trials_before_start() + len(self._early_trials) - 1
+        runner = self._runner
         return self._command("add_trial", lambda: runner.add_trial(config), config=config)
+
+    def _trials_before_start(self) -> int:
+        """How many trials the run has when it starts: those of the run it carries on."""
+        if self._previous is None:
+            return 0
+        return len(self._previous.trials(self._previous.results(), self.metric, self.mode))
 
     def fork(self, trial_id: int, changes: Mapping[str, Any] | None = None) -> int:
         """Start a new trial from `trial_id`'s latest checkpoint with some values changed.
@@ -643,6 +673,37 @@ def _check_picklable(trainable: object) -> None:
             f"({type(exc).__name__}: {str(exc).splitlines()[0]}); create that object inside "
             "the trainable, or pass executor=nbtune.ThreadExecutor()"
         ) from exc
+
+
+def _checked_points(
+    space: SearchSpace | DefineByRunSpace, points: Sequence[Mapping[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """`points_to_evaluate` as a list of configs, each naming only parameters of the space."""
+    if points is None:
+        return []
+    if isinstance(points, Mapping) or not isinstance(points, Sequence):
+        raise TypeError("points_to_evaluate: pass a list of dicts, e.g. [{'lr': 0.01}]")
+    known = set(space.parameter_names)
+    checked = []
+    for point in points:
+        if not isinstance(point, Mapping):
+            raise TypeError(f"points_to_evaluate: {point!r} is not a dict of parameter values")
+        unknown = sorted(set(space.flatten(point)) - known)
+        if unknown and isinstance(space, SearchSpace):
+            raise ValueError(
+                f"points_to_evaluate: {unknown[0]!r} is not a parameter of the search space; "
+                f"use {', '.join(sorted(known))}"
+            )
+        checked.append(copy.deepcopy(dict(point)))
+    return checked
+
+
+def _earlier_trials(warm_start: str | os.PathLike | ExperimentAnalysis | None) -> list[Trial]:
+    """The trials of the run to warm-start from (none without one)."""
+    if warm_start is None:
+        return []
+    analysis = warm_start if isinstance(warm_start, ExperimentAnalysis) else load(warm_start)
+    return list(analysis.snapshot()[0])
 
 
 def _search_space(space: Any) -> SearchSpace | DefineByRunSpace:

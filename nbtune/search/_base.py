@@ -68,6 +68,21 @@ class Searcher:
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
         """`trial_id` ended; `result` is its last result (None if it reported nothing)."""
 
+    def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
+        """Suggest these configurations before any other (`Tuner(points_to_evaluate=...)`); they
+        count toward the budget, and a point that leaves parameters out gets them drawn."""
+        raise NotImplementedError(f"{type(self).__name__} cannot take points_to_evaluate")
+
+    def on_trial_add(self, trial_id: int, config: Mapping[str, Any]) -> None:
+        """A trial this searcher did not suggest joins the run (added by hand, forked, made by
+        a scheduler); its results and its end follow through `on_result` and `on_complete`.
+        A model-based searcher learns from it as from its own."""
+
+    def learn_from(self, trials: Sequence[Trial]) -> None:
+        """The trials of an earlier run (`Tuner(warm_start=...)`), told before the first
+        suggestion: a model-based searcher learns from the finished ones; random search never
+        suggests one of their configurations again."""
+
 
 class WrappingSearcher(Searcher):
     """A searcher around another one (`searcher`) that passes on every call it does not
@@ -104,3 +119,20 @@ class WrappingSearcher(Searcher):
 
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
         self.searcher.on_complete(trial_id, result, error)
+
+    def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
+        self.searcher.evaluate_first(points)
+
+    def on_trial_add(self, trial_id: int, config: Mapping[str, Any]) -> None:
+        self.searcher.on_trial_add(trial_id, config)
+
+    def learn_from(self, trials: Sequence[Trial]) -> None:
+        self.searcher.learn_from(trials)
+
+    @property
+    def study(self) -> Any:
+        """The inner searcher's Optuna study (`OptunaSearch.study`), for Optuna's own tools."""
+        study = getattr(self.searcher, "study", None)
+        if study is None:
+            raise AttributeError(f"{type(self.searcher).__name__} has no study")
+        return study

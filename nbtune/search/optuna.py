@@ -172,20 +172,78 @@ class OptunaSearch(Searcher):
                 self.on_complete(trial.trial_id, trial.last_result or None, error)
 
     def _readmit(self, trial: Trial) -> None:
-        """Open an Optuna trial with the parameters of a trial the saved state did not know.
+        """Open an Optuna trial with the parameters of a trial the saved state did not know."""
+        self.on_trial_add(trial.trial_id, trial.config)
 
-        A configuration that cannot be mapped back (a category changed by its trip through the
-        JSON journal, a tuple become a list) is left out: the trial runs, unmodelled.
+    def on_trial_add(self, trial_id: int, config: Mapping[str, Any]) -> None:
+        """Open an Optuna trial with the parameters of a trial nbtune runs without having asked
+        Optuna (added by hand, forked): told like the others, so the study has every trial.
+
+        A configuration that cannot be mapped back (a category not in the space, a value
+        outside a domain, a category changed by its trip through the JSON journal) is left out
+        of the study: the trial runs, unmodelled.
         """
-        define_by_run = isinstance(self.space, DefineByRunSpace)
-        params = SearchSpace.flatten(trial.config) if define_by_run else self._params(trial.config)
+        params = self._params(config)
         if params is None:
             return
-        self.study.enqueue_trial(params, user_attrs={_TRIAL_ID: trial.trial_id})
-        readmitted = self.study.ask(self._distributions)
-        if define_by_run:
-            self.space.run(readmitted, lambda: readmitted.params)
-        self._running[trial.trial_id] = readmitted
+        self.study.enqueue_trial(params, user_attrs={_TRIAL_ID: trial_id})
+        try:
+            admitted = self.study.ask(self._distributions)
+            if isinstance(self.space, DefineByRunSpace):
+                self.space.run(admitted, lambda: admitted.params)
+        except ValueError:
+            return
+        self._running[trial_id] = admitted
+
+    def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
+        """Queue the points in the study (`enqueue_trial`): the next trials Optuna gives are
+        these, with their missing parameters sampled, and TPE learns from them as its own."""
+        for point in points:
+            params = self._params(point, partial=True)
+            if params is None:
+                raise ValueError(
+                    f"points_to_evaluate: {point!r} has a value outside the search space"
+                )
+            self.study.enqueue_trial(params)
+
+    def learn_from(self, trials: Sequence[Trial]) -> None:
+        """Add the finished trials of an earlier run to the study (`study.add_trial`), with
+        their last values; those whose values or parameters do not fit are left out."""
+        optuna = _import_optuna()
+        for trial in trials:
+            values = objectives.values(trial.last_result or {}, self.metric)
+            if trial.status is not TrialStatus.TERMINATED or values is None:
+                continue
+            found = self._evaluated(trial.config)
+            if found is None:
+                continue
+            params, distributions = found
+            self.study.add_trial(
+                optuna.trial.create_trial(
+                    params=params, distributions=distributions, values=list(values)
+                )
+            )
+
+    def _evaluated(self, config: Mapping[str, Any]) -> tuple[dict, dict] | None:
+        """The Optuna parameters and distributions of a configuration run elsewhere."""
+        if isinstance(self.space, DefineByRunSpace):
+            optuna = _import_optuna()
+            fixed = optuna.trial.FixedTrial(SearchSpace.flatten(config))
+            try:
+                self.space.run(fixed, lambda: fixed.params)
+            except ValueError:
+                return None
+            return fixed.params, fixed.distributions
+        params = self._params(config)
+        if params is None:
+            return None
+        distributions = self._distributions
+        if any(
+            not distributions[name]._contains(distributions[name].to_internal_repr(value))
+            for name, value in params.items()
+        ):
+            return None
+        return params, distributions
 
     def _values(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Optuna's parameters as values of our domains: category indices become categories."""
@@ -195,12 +253,17 @@ class OptunaSearch(Searcher):
                 values[name] = domain.categories[params[name]]
         return values
 
-    def _params(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The Optuna parameters that make `config`, or None if one value has none."""
+    def _params(self, config: Mapping[str, Any], partial: bool = False) -> dict[str, Any] | None:
+        """The Optuna parameters that make `config`, or None if one value has none; a
+        `partial` config may leave parameters out (Optuna samples them)."""
         flat = SearchSpace.flatten(config)
+        if isinstance(self.space, DefineByRunSpace):
+            return flat
         domains = self.space.domains()
         params = {}
         for name in self._distributions:
+            if partial and name not in flat:
+                continue
             domain, value = domains[name], flat.get(name)
             if isinstance(domain, Choice):
                 if value not in domain.categories:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nbtune.define_by_run import DefineByRunSpace
 from nbtune.search._base import Searcher
-from nbtune.space import SearchSpace
+from nbtune.space import SearchSpace, flatten_config
 from nbtune.trial import Trial
 
 
@@ -23,6 +24,9 @@ class RandomSearch(Searcher):
         self._next_index = 0
         self._total = 0
         self._seed = 0
+        self._points: list[dict[str, Any]] = []
+        self._skipped = 0
+        self._earlier: set[str] = set()
 
     def setup(
         self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
@@ -34,9 +38,33 @@ class RandomSearch(Searcher):
     def suggest(self, trial_id: int) -> dict[str, Any] | None:
         if self.is_finished:
             return None
-        config = self.space.config(self._next_index, self._seed)
+        config = self._point() if self._points else self._draw()
         self._next_index += 1
         return config
+
+    def _draw(self) -> dict[str, Any]:
+        """The next configuration of the sequence that an earlier run (`learn_from`) has not
+        tried; after `_RETRIES` in a row that it has, the space is taken as exhausted there."""
+        for _ in range(_RETRIES):
+            config = self.space.config(self._next_index + self._skipped, self._seed)
+            if _key(config) not in self._earlier:
+                return config
+            self._skipped += 1
+        return config
+
+    def _point(self) -> dict[str, Any]:
+        """The next point to evaluate, its missing parameters drawn."""
+        point = self._points.pop(0)
+        if isinstance(self.space, DefineByRunSpace):
+            return point
+        drawn = self.space.flatten(self.space.config(self._next_index, self._seed))
+        return self.space.complete({**drawn, **self.space.flatten(point)})
+
+    def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
+        self._points.extend(dict(point) for point in points)
+
+    def learn_from(self, trials: Sequence[Trial]) -> None:
+        self._earlier.update(_key(trial.config) for trial in trials)
 
     @property
     def is_finished(self) -> bool:
@@ -51,5 +79,16 @@ class RandomSearch(Searcher):
         self._total += num_samples
 
     def restore(self, trials: Sequence[Trial]) -> None:
+        """Go on after the trials the saved state may not know (points to evaluate come
+        first, so they are the first of them)."""
         suggested = sum(trial.origin == "searcher" for trial in trials)
+        del self._points[: max(0, suggested - self._next_index)]
         self._next_index = max(self._next_index, suggested)
+
+
+_RETRIES = 1000
+
+
+def _key(config: Mapping[str, Any]) -> str:
+    """A configuration as text that equal configurations share."""
+    return repr(sorted(flatten_config(config).items()))

@@ -61,6 +61,8 @@ class Repeater(WrappingSearcher):
         """The group still handing out trials, if any."""
         self._group_of: dict[int, _Group] = {}
         """Trial id -> its group, for every group some member of which has not ended."""
+        self._outside: set[int] = set()
+        """Trials added by hand, passed on one by one."""
 
     def suggest(self, trial_id: int) -> dict[str, Any] | None:
         group = self._filling
@@ -93,7 +95,17 @@ class Repeater(WrappingSearcher):
     def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
         """Not passed on: the searcher knows one trial per group, told only the mean."""
 
+    def on_trial_add(self, trial_id: int, config: Mapping[str, Any]) -> None:
+        """A trial added by hand is one trial, not a group: passed on as it is."""
+        self._outside.add(trial_id)
+        config = {name: value for name, value in config.items() if name != TRIAL_INDEX}
+        self.searcher.on_trial_add(trial_id, config)
+
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
+        if trial_id in self._outside:
+            self._outside.discard(trial_id)
+            self.searcher.on_complete(trial_id, result, error)
+            return
         group = self._end_member(trial_id, None if error else result)
         if group is not None:
             mean = _mean(group.ended.values(), self.metric)
