@@ -215,11 +215,12 @@ def run_optuna(problem: Problem, seed: int) -> list[Mapping[str, Any]]:
     """The configurations that ran in full, with plain Optuna (TPE, HyperbandPruner)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
+        study_name=f"{problem.name}-{seed}",  # Hyperband's brackets hash the study's name
         direction="minimize" if problem.mode == "min" else "maximize",
         sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.HyperbandPruner(min_resource=1, max_resource=MAX_T),
     )
-    space = distributions(SearchSpace(problem.space)).items()
+    space = distributions(SearchSpace(problem.space))
     spent = [0]
 
     def objective(trial):

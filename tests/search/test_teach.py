@@ -128,3 +128,22 @@ def test_a_limited_and_a_repeated_optuna_search_share_the_study_of_the_inner_one
     assert repeated.study is repeated_inner.study and len(repeated.study.trials) == 2
     with pytest.raises(AttributeError, match="RandomSearch has no study"):
         _ = nt.ConcurrencyLimiter(nt.RandomSearch(), 2).study
+
+
+def test_a_retried_trial_is_told_to_optuna_once(make_tuner, tmp_path):
+    searcher = nt.OptunaSearch()
+    space = {"steps": 8, "marker": str(tmp_path / "failed-once"), "x": nt.uniform(0, 1)}
+    tuner = make_tuner(
+        trainables.fails_once,
+        space,
+        metric="loss",
+        searcher=searcher,
+        num_samples=2,
+        max_failures=1,
+        max_concurrent=1,
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    assert tuner.get_trial(0).attempts == 2, "the first trial failed once and was retried"
+    assert len(searcher.study.trials) == 2
+    assert all(trial.state.name == "COMPLETE" for trial in searcher.study.trials)
