@@ -577,6 +577,8 @@ class TrialRunner:
         pending = self.book.live[trial.trial_id].pending
         if pending is Decision.STOP or self.should_stop(trial.trial_id, row):
             return Decision.STOP
+        if pending is None and verdict is Decision.STOP and not self.scheduler.at_budget_end(row):
+            self.searcher.on_pruned(trial.trial_id)
         return pending or verdict
 
     def _ending_decision(self) -> Decision:

@@ -83,6 +83,14 @@ class Scheduler:
     the runner then queues every trial the searcher plans at once, rather than one whenever a
     worker is free, so that the scheduler sees them all waiting."""
 
+    max_t: float | None = None
+    """The progress (in `time_attr`) at which a trial has had its whole budget, if any."""
+
+    def at_budget_end(self, result: Mapping[str, Any]) -> bool:
+        """Whether a trial that stops at `result` has had its whole budget (it ran in full)
+        rather than being cut short as worse than its peers."""
+        return self.max_t is not None and self.progress(result) >= self.max_t
+
     def own_metric(self, metric: str | None, mode: str | None) -> None:
         """Compare trials by `metric` in `mode`, whatever the Tuner tunes; a subclass calls this
         from `__init__` with its `metric=` and `mode=` arguments (None: the Tuner's).

@@ -68,6 +68,10 @@ class Searcher:
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
         """`trial_id` ended; `result` is its last result (None if it reported nothing)."""
 
+    def on_pruned(self, trial_id: int) -> None:
+        """The scheduler stopped `trial_id` early, a worse trial than its peers at the same
+        point; its `on_complete` follows (Optuna tells such a trial as PRUNED)."""
+
     def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
         """Suggest these configurations before any other (`Tuner(points_to_evaluate=...)`); they
         count toward the budget, and a point that leaves parameters out gets them drawn."""
@@ -119,6 +123,9 @@ class WrappingSearcher(Searcher):
 
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
         self.searcher.on_complete(trial_id, result, error)
+
+    def on_pruned(self, trial_id: int) -> None:
+        self.searcher.on_pruned(trial_id)
 
     def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
         self.searcher.evaluate_first(points)

@@ -77,8 +77,14 @@ class OptunaSearch(Searcher):
         self._study: optuna.Study | None = None
         self._distributions: dict[str, optuna.distributions.BaseDistribution] = {}
         self._running: dict[int, optuna.Trial] = {}
+        self._pruned: set[int] = set()
         self._suggested = 0
         self._total = 0
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A searcher saved before nbtune knew which trials were pruned has none."""
+        state.setdefault("_pruned", set())
+        self.__dict__.update(state)
 
     def setup(
         self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
@@ -136,17 +142,28 @@ class OptunaSearch(Searcher):
         if trial is not None and value is not None:
             trial.report(value, result["training_iteration"])
 
+    def on_pruned(self, trial_id: int) -> None:
+        if not objectives.is_several(self.metric):
+            self._pruned.add(trial_id)
+
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
+        """Tell the study how the trial ended: its last values, or PRUNED when the scheduler
+        stopped it early (as Optuna's own pruners do: TPE then weighs it by its last
+        intermediate value and how far it got), or FAIL."""
+        from optuna.trial import TrialState
+
         trial = self._running.pop(trial_id, None)
+        pruned = trial_id in self._pruned
+        self._pruned.discard(trial_id)
         if trial is None:
             return
         values = None if error or result is None else objectives.values(result, self.metric)
         if values is None:
-            from optuna.trial import TrialState
-
             self.study.tell(trial, state=TrialState.FAIL)
-            return
-        self.study.tell(trial, list(values))
+        elif pruned:
+            self.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self.study.tell(trial, list(values))
 
     def restore(self, trials: Sequence[Trial]) -> None:
         """Catch up with the journal, which may be up to a second newer than this state.

@@ -95,6 +95,9 @@ class Repeater(WrappingSearcher):
     def on_result(self, trial_id: int, result: Mapping[str, Any]) -> None:
         """Not passed on: the searcher knows one trial per group, told only the mean."""
 
+    def on_pruned(self, trial_id: int) -> None:
+        """Not passed on: the searcher hears of a group's mean, not of its members."""
+
     def on_trial_add(self, trial_id: int, config: Mapping[str, Any]) -> None:
         """A trial added by hand is one trial, not a group: passed on as it is."""
         self._outside.add(trial_id)

@@ -287,3 +287,25 @@ def test_a_domain_optuna_cannot_model_is_refused_in_one_line(domain, reason):
     with pytest.raises(ValueError, match=f"OptunaSearch cannot model 'x': .*{reason}") as refused:
         searcher_for({"x": domain})
     assert "\n" not in str(refused.value)
+
+
+def test_trials_the_scheduler_stopped_early_are_pruned_in_the_study(make_tuner):
+    searcher = OptunaSearch()
+    tuner = make_tuner(
+        trainables.learning_curve,
+        {"q": nt.uniform(0.1, 1), "max_t": 9},
+        metric="loss",
+        num_samples=12,
+        max_concurrent=1,
+        searcher=searcher,
+        scheduler=nt.ASHA(max_t=9, grace_period=1, reduction_factor=3),
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    by_id = {t.user_attrs["nbtune_trial_id"]: t for t in searcher.study.trials}
+    iterations = {trial.trial_id: trial.iteration for trial in tuner.trials}
+    assert {i for i, t in by_id.items() if t.state.name == "PRUNED"} == {
+        i for i, n in iterations.items() if n < 9
+    }
+    assert any(n < 9 for n in iterations.values()), "ASHA stopped some trials early"
+    assert all(t.intermediate_values for t in by_id.values())
