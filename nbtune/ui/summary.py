@@ -43,7 +43,7 @@ def best_html(trials: Sequence[Trial], metric: Any, mode: Any) -> str:
     pick = min if mode == "min" else max
     best = pick(scored, key=lambda trial: trial.best_value)
     config = html.escape(", ".join(f"{k}={v}" for k, v in best.config.items()))
-    value = f"<b>{best.best_value:.6g}</b>"
+    value = f"<b>{best.best_value:.4g}</b>"
     return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 
 

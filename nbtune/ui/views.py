@@ -1,0 +1,208 @@
+"""The dashboard's tabs: a chart (live FigureWidget, or static figure where that cannot show)
+and the per-trial view."""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ipywidgets as widgets
+
+from nbtune.front_end import DashboardSource
+from nbtune.objectives import primary
+from nbtune.space import SearchSpace
+from nbtune.trial import Trial
+from nbtune.ui.table import badge, short
+
+OUTPUT_LINES = 200
+"""Lines of a trial's output the per-trial view shows (its last ones)."""
+
+
+class ChartTab:
+    """One chart of the dashboard, drawn in place on every redraw.
+
+    With a front end that draws anywidgets, the chart is a plotly `FigureWidget` made when the
+    tab is first shown; otherwise (`static=True`) a plain figure sent as plotly's own output
+    about once a second, which every notebook front end renders without widgets.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.figure: Any = None
+        self.options = _curve_options() if name == "learning curves" else None
+        self.holder = widgets.Box(
+            [widgets.HTML("<i>drawing…</i>")], layout=widgets.Layout(width="100%")
+        )
+        parts = [self.options.widget] if self.options else []
+        self.widget = widgets.VBox([*parts, self.holder])
+        self._drawn: dict = {}
+        self._static_at = -float("inf")
+        self._output: widgets.Output | None = None
+
+    def controls(self) -> list[widgets.Widget]:
+        return self.options.controls if self.options else []
+
+    def reset(self) -> None:
+        """Forget what was drawn: the next draw starts from an empty figure."""
+        self._drawn.clear()
+        if self.figure is not None:
+            self.figure.data = ()
+            self.figure.layout = {}
+
+    def draw(
+        self,
+        trials: Sequence[Trial],
+        rows: Sequence[Mapping[str, Any]],
+        metric: Any,
+        mode: Any,
+        dark: bool,
+        highlighted: int | None,
+        static: bool,
+    ) -> None:
+        if static:
+            self._draw_static(trials, rows, metric, mode, dark, highlighted)
+            return
+        figure = self._live_figure()
+        self._plot(figure, trials, rows, metric, mode, dark, highlighted)
+        _remember_state(figure)
+
+    def _live_figure(self) -> Any:
+        import plotly.graph_objects as go
+
+        if not isinstance(self.figure, go.FigureWidget):
+            self.figure = go.FigureWidget()
+            self._drawn.clear()
+            self.holder.children = [self.figure]
+        return self.figure
+
+    def _draw_static(self, trials, rows, metric, mode, dark, highlighted) -> None:
+        import plotly.graph_objects as go
+        import plotly.io
+
+        now = time.monotonic()
+        if now - self._static_at < 1.0:
+            return
+        self._static_at = now
+        if self._output is None or isinstance(self.figure, go.FigureWidget):
+            self.figure = go.Figure()
+            self._drawn.clear()
+            self._output = widgets.Output(layout=widgets.Layout(width="100%"))
+            self.holder.children = [self._output]
+        self._plot(self.figure, trials, rows, metric, mode, dark, highlighted)
+        spec = json.loads(plotly.io.to_json(self.figure, validate=False))
+        bundle = {"application/vnd.plotly.v1+json": {**spec, "config": {"responsive": True}}}
+        bundle["text/plain"] = f"nbtune chart: {self.name}"
+        self._output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+    def _plot(self, figure, trials, rows, metric, mode, dark, highlighted) -> None:
+        from nbtune.ui import data as charts_data
+        from nbtune.ui import figures
+        from nbtune.ui.pareto import pareto_data, pareto_figure
+
+        if self.name == "pareto":
+            pareto_figure(pareto_data(trials, metric, mode), figure)
+            return
+        metric, mode = primary(metric, mode)
+        if self.name == "learning curves":
+            data = charts_data.history_data(trials, rows, metric, mode)
+            figures.history_figure(data, figure, self._drawn)
+        elif self.name == "best so far":
+            figures.best_so_far_figure(charts_data.best_so_far_data(rows, metric, mode), figure)
+        elif self.name == "parallel coordinates":
+            figures.parallel_coordinates_figure(charts_data.parameter_data(trials, metric), figure)
+        elif self.name == "parameters":
+            figures.parameter_scatter_figure(charts_data.parameter_data(trials, metric), figure)
+        elif self.name == "importance":
+            data = charts_data.importance_data(trials, metric, mode)
+            figures.importance_figure(data, figure)
+
+
+class _CurveOptions:
+    """The learning curves' own controls: x axis by iteration or time, log-scale y."""
+
+    def __init__(self) -> None:
+        self.x = widgets.ToggleButtons(
+            options=["iteration", "time"],
+            value="iteration",
+            description="x axis",
+            style={"button_width": "80px"},
+        )
+        self.log_y = widgets.Checkbox(value=False, description="log y", indent=False)
+        self.controls = [self.x, self.log_y]
+        self.widget = widgets.HBox(self.controls)
+
+
+def _curve_options() -> _CurveOptions:
+    return _CurveOptions()
+
+
+def _remember_state(figure: Any) -> None:
+    """Keep the widget's saved state equal to what it shows, without sending it.
+
+    plotly's `FigureWidget` sends each change as a message and leaves its `_widget_data` and
+    `_widget_layout` traits as they were when it was first displayed; a browser that reloads
+    the page asks the kernel for every widget's state and would draw that stale, empty chart.
+    Pointing the traits' values at the figure's own data (no notification, so no message) makes
+    a reloaded page, or the dashboard displayed again, draw the chart as it is now.
+    """
+    values = getattr(figure, "_trait_values", None)
+    if values is None or "_widget_data" not in values:
+        return
+    values["_widget_data"] = figure._data
+    values["_widget_layout"] = figure._layout
+
+
+def trial_html(
+    source: DashboardSource,
+    trials: Sequence[Trial],
+    rows: Sequence[Mapping[str, Any]],
+    trial: Trial | None,
+) -> str:
+    """The per-trial view: status, configuration, every metric of its last result, its error
+    and traceback, and the end of what it printed."""
+    if trial is None:
+        return "<i>no trials yet; click a trial in the table to see it here</i>"
+    folder = source.path / "trials" / str(trial.trial_id)
+    config = SearchSpace.flatten(trial.config)
+    parts = [
+        f"<b>trial {trial.trial_id}</b> {badge(trial.status.value)} · iteration {trial.iteration}"
+        + (f" · stopped by {html.escape(_stopped_by(trial))}" if _stopped_by(trial) else ""),
+        "<i>click a trial in the table to see it here</i>",
+        _pairs_table("configuration", config),
+        _pairs_table("last result", trial.last_result),
+    ]
+    if trial.error:
+        error_file = folder / "error.txt"
+        text = error_file.read_text() if error_file.exists() else ""
+        parts.append(
+            f"<details open><summary style='color:#d62728'>error: {html.escape(trial.error)}"
+            f"</summary><pre>{html.escape(text)}</pre></details>"
+        )
+    output = _tail(folder / "output.log", OUTPUT_LINES)
+    if output:
+        parts.append(f"<details><summary>output</summary><pre>{html.escape(output)}</pre></details>")
+    return "<div class='nbtune-trial'>" + "".join(f"<div>{p}</div>" for p in parts) + "</div>"
+
+
+def _stopped_by(trial: Trial) -> str | None:
+    return getattr(trial, "stopped_by", None) or None
+
+
+def _pairs_table(title: str, values: Mapping[str, Any]) -> str:
+    cells = "".join(
+        f"<tr><td>{html.escape(str(key))}</td><td style='text-align:right'>"
+        f"{html.escape(short(value))}</td></tr>"
+        for key, value in values.items()
+    )
+    return f"<b>{html.escape(title)}</b><table>{cells}</table>"
+
+
+def _tail(path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
