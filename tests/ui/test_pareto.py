@@ -121,11 +121,12 @@ def test_the_live_dashboard_has_a_pareto_tab_that_draws_the_front(make_tuner, lo
     dashboard = tuner.dashboard()
     try:
         log.wait_for(lambda _: sum(isinstance(e, TrialResult) for e in log.events) == 3)
+        assert dashboard.ready.wait(30)
         assert dashboard.tab_names[0] == "pareto"
         dashboard.tabs.selected_index = 0
         dashboard.redraw()
         figure = dashboard.figures["pareto"]
-        assert dashboard.tabs.children[0] is figure
+        assert dashboard.charts["pareto"].holder.children[0] is figure
         assert sorted(figure.data[1].customdata) == [0, 1, 2]
         assert "running" in figure.data[1].hovertext[-1], "the trial still runs"
         assert "Pareto front of loss / latency_ms" in dashboard.best.value
