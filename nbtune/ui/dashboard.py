@@ -109,6 +109,7 @@ class Dashboard:
         self._lock = threading.RLock()
         self.message = widgets.HTML()
         self.widget = widgets.VBox([widgets.HTML(title_html(source.name, "starting"))])
+        self.widget.add_class("nbtune-dashboard")
         if not self.live:
             self._build()
             self.redraw()

@@ -65,7 +65,8 @@ function render({ model, el }) {
     }
     const actions = element("td", { class: "nbtune-actions" });
     for (const action of ["pause", "resume", "stop"]) {
-      const button = element("button", { "data-action": action, title: `${action} trial ${row.id}` }, action);
+      const label = action[0].toUpperCase() + action.slice(1);
+      const button = element("button", { "data-action": action, title: `${label} trial ${row.id}` }, label);
       if (!row.actions.includes(action)) button.classList.add("nbtune-hidden");
       button.addEventListener("click", (event) => {
         event.stopPropagation();
