@@ -100,6 +100,8 @@ class Dashboard:
         self.rendered = False
         self.static = False
         self.failures: dict[str, tuple[float, str, str]] = {}
+        self.command_error = ""
+        self.notice = ""
         self._started = time.time()
         self._shown_at: float | None = None
         self._disk = ""
@@ -196,8 +198,7 @@ class Dashboard:
                 "Buttons act between cells here: this kernel cannot serve them while a cell "
                 "runs (that needs ipykernel 7's subshells)."
             )
-        else:
-            self.notice = ""
+        self._draw_message()
         self.ready.set()
 
     def _serve_clicks_on_subshell(self) -> bool:
@@ -235,7 +236,7 @@ class Dashboard:
             self._guarded("table", lambda: self._draw_top(trials, live))
             tab = self.selected_tab
             self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
-            self._show_failures()
+            self._draw_message()
             self.redraws += 1
 
     def _guarded(self, part: str, draw: Callable[[], None]) -> None:
@@ -245,8 +246,7 @@ class Dashboard:
         try:
             draw()
         except Exception as exc:
-            first_line = (str(exc).strip().splitlines() or [""])[0]
-            summary = f"{type(exc).__name__}: {first_line}"
+            summary = f"{type(exc).__name__}: {_first_line(exc)}"
             if failed is None or failed[1] != summary:
                 logger.debug("nbtune: the dashboard's %s failed to draw", part, exc_info=True)
             self.failures[part] = (time.monotonic(), summary, traceback.format_exc())
@@ -255,20 +255,22 @@ class Dashboard:
             return
         self.failures.pop(part, None)
 
-    def _show_failures(self) -> None:
+    def _draw_message(self) -> None:
         lines = [
             f"<details class='nbtune-error'><summary style='color:#d62728'>the {html.escape(part)}"
             f" could not be drawn: {html.escape(summary)} (tried again every"
             f" {RETRY_AFTER_S:.0f} s)</summary><pre>{html.escape(trace)}</pre></details>"
             for part, (_, summary, trace) in self.failures.items()
         ]
+        if self.command_error:
+            lines.insert(0, f"<span style='color:#d62728'>{html.escape(self.command_error)}</span>")
         notice = f"<i>{html.escape(self.notice)}</i>" if self.notice else ""
         text = "".join(lines) or notice
-        if self.message.value != text and not self.message.value.startswith("<span"):
+        if self.message.value != text:
             self.message.value = text
 
     def _draw_top(self, trials: Sequence[Trial], live: bool) -> None:
-        metric, mode = primary(self.source.metric, self.source.mode)
+        metric, _ = primary(self.source.metric, self.source.mode)
         page = table_page(trials, metric, self.view, live, self._planned(trials))
         self.view = TableView(
             self.view.sort, self.view.descending, self.view.status, page.page, self.view.page_size
@@ -312,7 +314,9 @@ class Dashboard:
             self._disk = f" · checkpoints {total:.1f} MB" if total else ""
         return self._disk
 
-    def _draw_tab(self, tab: str, trials: Sequence[Trial], rows: Sequence[Mapping[str, Any]]) -> None:
+    def _draw_tab(
+        self, tab: str, trials: Sequence[Trial], rows: Sequence[Mapping[str, Any]]
+    ) -> None:
         metric, mode = self.source.metric, self.source.mode
         if tab == "dataframe":
             from nbtune.results import trials_frame
@@ -413,7 +417,7 @@ class Dashboard:
         self._guarded("dashboard", self._build)
         if not self.ready.is_set():
             self.widget.children = [self.message]
-            self._show_failures()
+            self._draw_message()
             return
         while True:
             self._dirty.wait(STATIC_REFRESH_S if self.static else None)
@@ -464,10 +468,10 @@ class Dashboard:
         try:
             command(*args)
         except Exception as exc:
-            self.message.value = f"<span style='color:#d62728'>{html.escape(str(exc))}</span>"
-            return
-        if self.message.value.startswith("<span"):
-            self.message.value = ""
+            self.command_error = str(exc)
+        else:
+            self.command_error = ""
+        self._draw_message()
         self._dirty.set()
 
     def close(self) -> None:
@@ -500,6 +504,14 @@ class Dashboard:
 
 
 _STATUSES = ("running", "pending", "paused", "terminated", "error")
+
+
+def _first_line(exc: Exception) -> str:
+    """The first line of an exception's message, at most 200 characters (a KeyError's own
+    message is the repr of its key, which puts every line of a text key on one)."""
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    line = (str(text).strip().splitlines() or [""])[0]
+    return line if len(line) <= 200 else line[:199] + "…"
 
 
 def _trial_id(value: Any) -> int | None:

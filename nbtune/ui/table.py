@@ -190,7 +190,9 @@ def _values(trial: Trial, metric: str | None, columns: Sequence[Column]) -> dict
     return values
 
 
-def _row(trial: Trial, values: Mapping[str, Any], columns: Sequence[Column], live: bool) -> TableRow:
+def _row(
+    trial: Trial, values: Mapping[str, Any], columns: Sequence[Column], live: bool
+) -> TableRow:
     cells = {column.key: _cell(column.key, values.get(column.key)) for column in columns}
     config = ", ".join(f"{k}={short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
     return TableRow(
@@ -242,9 +244,7 @@ def possible_actions(trial: Trial) -> tuple[str, ...]:
 def page_state(page: TablePage) -> dict[str, Any]:
     """A page as the browser's table reads it (plain JSON)."""
     return {
-        "columns": [
-            {"key": c.key, "label": c.label, "numeric": c.numeric} for c in page.columns
-        ],
+        "columns": [{"key": c.key, "label": c.label, "numeric": c.numeric} for c in page.columns],
         "rows": [
             {
                 "id": row.trial_id,
@@ -304,12 +304,18 @@ class StaticTable:
         self.previous = widgets.Button(description="◀", layout=widgets.Layout(width="40px"))
         self.next = widgets.Button(description="▶", layout=widgets.Layout(width="40px"))
         self.trial = widgets.Dropdown(description="trial", layout=widgets.Layout(width="160px"))
-        self.buttons = {action: widgets.Button(description=action.capitalize()) for action in ACTIONS}
+        self.buttons = {
+            action: widgets.Button(description=action.capitalize()) for action in ACTIONS
+        }
         self._drawing = False
         self.sort.observe(lambda c: self._changed({"type": "sort", "key": c["new"]}), "value")
         self.descending.observe(lambda c: self._changed({"type": "descending"}), "value")
-        self.status.observe(lambda c: self._changed({"type": "filter", "status": c["new"]}), "value")
-        self.trial.observe(lambda c: self._changed({"type": "select", "trial_id": c["new"]}), "value")
+        self.status.observe(
+            lambda c: self._changed({"type": "filter", "status": c["new"]}), "value"
+        )
+        self.trial.observe(
+            lambda c: self._changed({"type": "select", "trial_id": c["new"]}), "value"
+        )
         self.previous.on_click(lambda _: self._changed({"type": "page", "step": -1}))
         self.next.on_click(lambda _: self._changed({"type": "page", "step": 1}))
         for action, button in self.buttons.items():
@@ -323,8 +329,15 @@ class StaticTable:
         )
 
     def clickable(self) -> list[widgets.Widget]:
-        return [self.sort, self.descending, self.status, self.previous, self.next, self.trial,
-                *self.buttons.values()]
+        return [
+            self.sort,
+            self.descending,
+            self.status,
+            self.previous,
+            self.next,
+            self.trial,
+            *self.buttons.values(),
+        ]
 
     def _changed(self, message: Mapping[str, Any]) -> None:
         if not self._drawing:

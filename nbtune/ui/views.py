@@ -183,7 +183,9 @@ def trial_html(
         )
     output = _tail(folder / "output.log", OUTPUT_LINES)
     if output:
-        parts.append(f"<details><summary>output</summary><pre>{html.escape(output)}</pre></details>")
+        parts.append(
+            f"<details><summary>output</summary><pre>{html.escape(output)}</pre></details>"
+        )
     return "<div class='nbtune-trial'>" + "".join(f"<div>{p}</div>" for p in parts) + "</div>"
 
 
