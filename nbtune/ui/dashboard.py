@@ -419,6 +419,7 @@ class Dashboard:
             self.widget.children = [self.message]
             self._draw_message()
             return
+        self._guarded("charts", _import_plotly)
         while True:
             self._dirty.wait(STATIC_REFRESH_S if self.static else None)
             self._dirty.clear()
@@ -504,6 +505,12 @@ class Dashboard:
 
 
 _STATUSES = ("running", "pending", "paused", "terminated", "error")
+
+
+def _import_plotly() -> None:
+    """Import plotly now, on the refresh thread, while the first trials start: it takes about
+    a second, which would otherwise delay the first chart."""
+    import plotly.graph_objects  # noqa: F401
 
 
 def _first_line(exc: Exception) -> str:
