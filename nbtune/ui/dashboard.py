@@ -21,7 +21,8 @@ with its traceback folded under it, and is tried again only after `RETRY_AFTER_S
 Where no anywidget front end draws the table within `RENDER_GRACE_S` of the dashboard being
 shown (a front end that refuses third-party widgets, a notebook opened without its kernel's
 extensions), the table becomes plain HTML with core widgets to steer it, and each chart a static
-plotly figure redrawn about once a second.
+plotly figure redrawn about once a second; where the table draws but a chart does not (plotly's
+FigureWidget is blank in some front ends), only the charts become static.
 
 The core never imports this module: `import nbtune` registers `Dashboard` in
 `nbtune.front_end`, and `Tuner.dashboard()` makes one through it. The dashboard reads its source
@@ -64,7 +65,8 @@ VIEWS = ("trial", "dataframe", "errors")
 RETRY_AFTER_S = 5.0
 """How long a part that failed to draw waits before it is tried again."""
 RENDER_GRACE_S = 8.0
-"""How long the browser has to draw the table before the dashboard falls back to static HTML."""
+"""How long the browser has to draw the table, or a chart once it is made, before the dashboard
+falls back to static HTML."""
 BUILD_TIMEOUT_S = 60.0
 """How long a redraw asked for from another thread waits for the widgets to be built."""
 STATIC_REFRESH_S = 1.0
@@ -98,7 +100,7 @@ class Dashboard:
         self.highlighted: int | None = None
         self.dark = False
         self.rendered = False
-        self.static = False
+        self.static_charts = False
         self.failures: dict[str, tuple[float, str, str]] = {}
         self.command_error = ""
         self.notice = ""
@@ -329,7 +331,7 @@ class Dashboard:
             self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
         elif metric is not None:
             chart = self.charts[tab]
-            chart.draw(trials, rows, metric, mode, self.dark, self.highlighted, self.static)
+            chart.draw(trials, rows, metric, mode, self.dark, self.highlighted, self.static_charts)
 
     def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
         """The trial the "trial" tab shows: the one picked in the table, else the best."""
@@ -421,7 +423,7 @@ class Dashboard:
             return
         self._guarded("charts", _import_plotly)
         while True:
-            self._dirty.wait(STATIC_REFRESH_S if self.static else None)
+            self._dirty.wait(STATIC_REFRESH_S if self.static_charts else None)
             self._dirty.clear()
             self._check_front_end()
             self.redraw()
@@ -432,30 +434,41 @@ class Dashboard:
             self._closing.wait(self.refresh_s)
 
     def _check_front_end(self) -> None:
-        """Fall back to static HTML if the browser has not drawn the table in time."""
-        if self.static or self.rendered or self._shown_at is None:
+        """Fall back to static HTML where the browser has not drawn in time: the whole
+        dashboard if it did not draw the table (no anywidget), the charts alone if it drew the
+        table but not a chart (a front end where plotly's FigureWidget stays blank)."""
+        if self.static_charts or self._shown_at is None:
             return
-        if time.monotonic() - self._shown_at < RENDER_GRACE_S:
+        now = time.monotonic()
+        if not self.rendered:
+            if now - self._shown_at >= RENDER_GRACE_S:
+                self.use_static()
+            else:
+                self._dirty.set()
+            return
+        waiting = [chart for chart in self.charts.values() if chart.waits_to_render()]
+        if any(now - chart.made_at >= RENDER_GRACE_S for chart in waiting):
+            self.use_static(table=False)
+        elif waiting:
             self._dirty.set()
-            return
-        self.use_static()
 
-    def use_static(self) -> None:
-        """Show the table as HTML and the charts as static figures (no anywidget needed)."""
+    def use_static(self, table: bool = True) -> None:
+        """Show the charts as static figures, and with `table` the table as HTML: nothing
+        then needs anywidget."""
         with self._lock:
-            if self.static:
-                return
-            self.static = True
-            self.static_table = StaticTable(self._on_table)
-            children = list(self.widget.children)
-            children[children.index(self.table)] = self.static_table.widget
-            self.widget.children = children
-            for chart in self.charts.values():
-                chart.reset()
-            if self.clicks_while_busy:
-                from nbtune.ui.subshell import serve_on_subshell
+            if table and self.static_table is None:
+                self.static_table = StaticTable(self._on_table)
+                children = list(self.widget.children)
+                children[children.index(self.table)] = self.static_table.widget
+                self.widget.children = children
+                if self.clicks_while_busy:
+                    from nbtune.ui.subshell import serve_on_subshell
 
-                serve_on_subshell(self.static_table.clickable())
+                    serve_on_subshell(self.static_table.clickable())
+            if not self.static_charts:
+                self.static_charts = True
+                for chart in self.charts.values():
+                    chart.reset()
         self._dirty.set()
 
     # ----- commands ---------------------------------------------------------------------------

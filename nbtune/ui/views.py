@@ -39,6 +39,8 @@ class ChartTab:
         parts = [self.options.widget] if self.options else []
         self.widget = widgets.VBox([*parts, self.holder])
         self._drawn: dict = {}
+        self.made_at = -float("inf")
+        self.rendered = False
         self._static_at = -float("inf")
         self._output: widgets.Output | None = None
 
@@ -74,9 +76,19 @@ class ChartTab:
 
         if not isinstance(self.figure, go.FigureWidget):
             self.figure = go.FigureWidget()
+            self.figure.observe(self._on_render, names="_js2py_layoutDelta")
+            self.made_at = time.monotonic()
             self._drawn.clear()
             self.holder.children = [self.figure]
         return self.figure
+
+    def _on_render(self, change: Mapping[str, Any]) -> None:
+        """plotly's browser side sends its layout once it has drawn the figure."""
+        self.rendered = True
+
+    def waits_to_render(self) -> bool:
+        """Whether the chart is a FigureWidget the browser has not drawn yet."""
+        return self.figure is not None and self.made_at > -float("inf") and not self.rendered
 
     def _draw_static(self, trials, rows, metric, mode, dark, highlighted) -> None:
         import plotly.graph_objects as go

@@ -139,7 +139,7 @@ def test_without_a_front_end_that_draws_it_the_dashboard_turns_static(held_run, 
     bundle = dashboard._repr_mimebundle_()
     assert bundle["text/plain"].startswith("nbtune dashboard of "), "no widget repr"
     assert "VBox" not in bundle["text/plain"]
-    eventually(lambda: dashboard.static, "the fallback")
+    eventually(lambda: dashboard.static_charts, "the fallback")
     assert dashboard.static_table.widget in dashboard.widget.children
     assert dashboard.table not in dashboard.widget.children
     eventually(lambda: "nbtune-static-table" in dashboard.static_table.body.value, "the table")
@@ -155,4 +155,28 @@ def test_a_browser_that_draws_the_table_keeps_the_widgets_and_gives_its_theme(he
     send(dashboard, {"type": "rendered", "dark": True})
     dashboard._shown_at = time.monotonic() - 3600
     dashboard._check_front_end()
-    assert (dashboard.rendered, dashboard.dark, dashboard.static) == (True, True, False)
+    assert (dashboard.rendered, dashboard.dark, dashboard.static_charts) == (True, True, False)
+
+
+def test_a_front_end_that_draws_the_table_but_not_a_chart_gets_static_charts(held_run, monkeypatch):
+    _, dashboard, _ = held_run
+    send(dashboard, {"type": "rendered", "dark": False})
+    monkeypatch.setattr(dashboard_module, "RENDER_GRACE_S", 0.1)
+    dashboard._repr_mimebundle_()
+    eventually(lambda: dashboard.static_charts, "static charts")
+    assert dashboard.static_table is None, "the table, which the browser drew, stays"
+    assert dashboard.table in dashboard.widget.children
+
+
+def test_a_chart_the_browser_drew_stays_live(held_run, monkeypatch):
+    _, dashboard, _ = held_run
+    send(dashboard, {"type": "rendered", "dark": False})
+    dashboard.redraw()
+    figure = dashboard.figures["learning curves"]
+    layout = {"layout_delta": {"xaxis": {"range": [0, 1]}}, "layout_edit_id": 0}
+    figure.set_state({"_js2py_layoutDelta": layout})
+    monkeypatch.setattr(dashboard_module, "RENDER_GRACE_S", 0.0)
+    dashboard._shown_at = time.monotonic() - 3600
+    dashboard._check_front_end()
+    assert not dashboard.static_charts
+    assert dashboard.figures["learning curves"] is figure
