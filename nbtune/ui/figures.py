@@ -100,7 +100,7 @@ def history_figure(
         drawn.clear()
         drawn["figure"] = id(figure)
     with figure.batch_update():
-        _theme(figure, dark)
+        apply_theme(figure, dark)
         _keep_traces(figure, len(data.curves), _curve_trace)
         for index, (trace, curve) in enumerate(zip(figure.data, data.curves, strict=True)):
             _draw_curve(trace, curve, drawn, index, data.best, highlight, x)
@@ -170,7 +170,7 @@ def best_so_far_figure(
     """The best value of the metric so far against time."""
     figure = figure if figure is not None else go.Figure()
     with figure.batch_update():
-        _theme(figure, dark)
+        apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Scatter(mode="lines+markers", line_shape="hv"))
         figure.data[0].update(
             x=data.seconds,
@@ -204,7 +204,7 @@ def parallel_coordinates_figure(
     metric = Axis(data.metric, data.metric_values)
     dimensions = [_dimension(axis) for axis in (*data.axes, metric)]
     with figure.batch_update():
-        _theme(figure, dark)
+        apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Parcoords())
         figure.data[0].update(
             dimensions=dimensions,
@@ -285,7 +285,7 @@ def parameter_scatter_figure(
     count = len(data.axes)
     rows = max(1, math.ceil(count / PANELS_PER_ROW))
     with figure.batch_update():
-        _theme(figure, dark)
+        apply_theme(figure, dark)
         _keep_traces(figure, count, lambda index: go.Scatter(mode="markers"))
         _panels(figure, data)
         for trace, axis in zip(figure.data, data.axes, strict=True):
@@ -400,7 +400,7 @@ def importance_figure(
     figure = figure if figure is not None else go.Figure()
     shown = data.enough
     with figure.batch_update():
-        _theme(figure, dark)
+        apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Bar(orientation="h"))
         figure.data[0].update(
             x=data.importances[::-1] if shown else (),
@@ -444,8 +444,9 @@ def _once(figure: go.Figure, key: str, signature: Hashable, draw: Callable[[], N
         memo[key] = signature
 
 
-def _theme(figure: go.Figure, dark: bool) -> None:
-    """The light or dark template, on a transparent background (sent only when it changes)."""
+def apply_theme(figure: go.Figure, dark: bool) -> None:
+    """Give `figure` the light or dark template on a transparent background, so that the
+    notebook's own background shows; sent to a live figure only when it changes."""
     _once(
         figure,
         "theme",
