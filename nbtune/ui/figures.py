@@ -108,7 +108,7 @@ def history_figure(
             figure,
             title=f"{data.metric} by {x}",
             xaxis={"title": X_AXES[x], "hoverformat": NUMBER_FORMAT},
-            yaxis={"title": data.metric, "type": "log" if log_y else "linear"},
+            yaxis={"title": _plain(data.metric), "type": "log" if log_y else "linear"},
             showlegend=any(curve.featured for curve in data.curves),
             annotations=_notes(not data.curves, f"waiting for a first value of {data.metric}"),
         )
@@ -185,7 +185,7 @@ def best_so_far_figure(
             figure,
             title=f"best {data.metric} so far",
             xaxis={"title": X_AXES["time"]},
-            yaxis={"title": data.metric},
+            yaxis={"title": _plain(data.metric)},
             annotations=_notes(not data.values, f"waiting for a first value of {data.metric}"),
         )
     return figure
@@ -216,7 +216,7 @@ def parallel_coordinates_figure(
                 "colorscale": "Viridis",
                 "showscale": bool(data.metric_values),
                 "colorbar": {
-                    "title": {"text": data.metric, "side": "right"},
+                    "title": {"text": _plain(data.metric), "side": "right"},
                     "x": 0.95,
                     "thickness": 12,
                     "tickformat": NUMBER_FORMAT,
@@ -237,21 +237,21 @@ def parallel_coordinates_figure(
 def _dimension(axis: Axis) -> dict:
     """A parallel-coordinates axis: log10 values with real-value ticks for a log parameter,
     whole-number ticks for an integer or categorical one, four significant digits."""
+    label = _plain(axis.name)
     if not axis.values:
-        return {"label": axis.name, "values": []}
+        return {"label": label, "values": []}
     if axis.labels is not None:
-        ticks = list(range(len(axis.labels)))
         return {
-            "label": axis.name,
+            "label": label,
             "values": axis.values,
-            "tickvals": ticks,
-            "ticktext": list(axis.labels),
+            "tickvals": list(range(len(axis.labels))),
+            "ticktext": [_plain(category) for category in axis.labels],
         }
     low, high = min(axis.values), max(axis.values)
     if axis.log:
         ticks = log_ticks(low, high)
         return {
-            "label": f"{axis.name} (log)",
+            "label": f"{label} (log)",
             "values": [math.log10(value) for value in axis.values],
             "range": [math.log10(low), math.log10(high)],
             "tickvals": [math.log10(tick) for tick in ticks],
@@ -260,12 +260,12 @@ def _dimension(axis: Axis) -> dict:
     if axis.integer:
         ticks = integer_ticks(low, high)
         return {
-            "label": axis.name,
+            "label": label,
             "values": axis.values,
             "tickvals": ticks,
             "ticktext": [str(tick) for tick in ticks],
         }
-    return {"label": axis.name, "values": axis.values, "tickformat": NUMBER_FORMAT}
+    return {"label": label, "values": axis.values, "tickformat": NUMBER_FORMAT}
 
 
 def parameter_scatter_figure(
@@ -369,12 +369,12 @@ def _x_axis(axis: Axis) -> dict:
     scale: dict[str, Any] = {"type": "linear", "tickvals": None, "ticktext": None}
     if axis.labels is not None:
         scale["tickvals"] = list(range(len(axis.labels)))
-        scale["ticktext"] = list(axis.labels)
+        scale["ticktext"] = [_plain(category) for category in axis.labels]
     elif axis.log:
         scale["type"] = "log"
     elif axis.integer:
         scale["tickvals"] = integer_ticks(min(axis.values), max(axis.values), 5)
-    return {"title": {"text": axis.name}, "hoverformat": NUMBER_FORMAT, **scale}
+    return {"title": {"text": _plain(axis.name)}, "hoverformat": NUMBER_FORMAT, **scale}
 
 
 def _span(position: int, count: int, gap: float) -> list[float]:
@@ -404,7 +404,7 @@ def importance_figure(
         _keep_traces(figure, 1, lambda index: go.Bar(orientation="h"))
         figure.data[0].update(
             x=data.importances[::-1] if shown else (),
-            y=data.names[::-1] if shown else (),
+            y=[_plain(name) for name in data.names[::-1]] if shown else (),
             hovertemplate="%{y}: %{x:.2f}<extra></extra>",
         )
         _layout(

@@ -283,6 +283,14 @@ def test_a_metric_named_like_markup_stays_text(blank):
     data = history_data(trials, rows, "<b>%{y}</b>", "min")
     figure = history_figure(data, blank())
     assert figure.layout.title.text == "&lt;b&gt;%\u200b{y}&lt;/b&gt; by iteration"
+    assert figure.layout.yaxis.title.text == "&lt;b&gt;%\u200b{y}&lt;/b&gt;"
+    configs = [{"<i>p</i>": 1.0, "c": "<b>"}, {"<i>p</i>": 2.0, "c": "<u>"}]
+    parameters = parameter_data(scored_trials(configs, lambda c: 1.0), "score")
+    scatter = parameter_scatter_figure(parameters, blank())
+    assert scatter.layout.xaxis.title.text == "&lt;i&gt;p&lt;/i&gt;"
+    assert list(scatter.layout.xaxis2.ticktext) == ["&lt;b&gt;", "&lt;u&gt;"]
+    lines = parallel_coordinates_figure(parameters, blank())
+    assert lines.data[0].dimensions[0].label == "&lt;i&gt;p&lt;/i&gt;"
 
 
 def test_plots_of_a_finished_run_from_its_directory(make_tuner):
