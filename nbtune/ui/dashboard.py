@@ -47,6 +47,7 @@ from nbtune.events import Event, ExperimentDone
 from nbtune.front_end import DashboardSource
 from nbtune.objectives import is_several, primary
 from nbtune.trial import Trial, TrialStatus
+from nbtune.ui.data import log_scale_names
 from nbtune.ui.summary import SummarySlot, best_html, title_html
 from nbtune.ui.table import (
     StaticTable,
@@ -56,7 +57,7 @@ from nbtune.ui.table import (
     short,
     table_page,
 )
-from nbtune.ui.views import ChartTab, trial_html
+from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
 
 logger = logging.getLogger("nbtune")
 
@@ -69,8 +70,6 @@ RENDER_GRACE_S = 8.0
 falls back to static HTML."""
 BUILD_TIMEOUT_S = 60.0
 """How long a redraw asked for from another thread waits for the widgets to be built."""
-STATIC_REFRESH_S = 1.0
-"""How often a static (fallback) chart is redrawn."""
 _DISK_READ_EVERY_S = 2.0
 """How often the dashboard adds up the checkpoints on disk (it walks the run's folders)."""
 
@@ -167,7 +166,10 @@ class Dashboard:
         self.static_table: StaticTable | None = None
         several = is_several(self.source.metric)
         self.tab_names = (*(("pareto",) if several else ()), *CHARTS, *VIEWS)
-        self.charts = {name: ChartTab(name) for name in self.tab_names if name not in VIEWS}
+        self.charts = {
+            name: ChartTab(name, self._dirty.set) for name in self.tab_names if name not in VIEWS
+        }
+        self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
         self.frame = widgets.HTML()
         self.errors = widgets.HTML()
@@ -331,7 +333,8 @@ class Dashboard:
             self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
         elif metric is not None:
             chart = self.charts[tab]
-            chart.draw(trials, rows, metric, mode, self.dark, self.highlighted, self.static_charts)
+            look = Look(self.dark, self.highlighted, self.log_scale)
+            chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
     def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
         """The trial the "trial" tab shows: the one picked in the table, else the best."""
@@ -423,7 +426,7 @@ class Dashboard:
             return
         self._guarded("charts", _import_plotly)
         while True:
-            self._dirty.wait(STATIC_REFRESH_S if self.static_charts else None)
+            self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
             self._dirty.clear()
             self._check_front_end()
             self.redraw()

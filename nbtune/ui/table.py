@@ -28,6 +28,7 @@ import traitlets
 from nbtune.metrics import finite
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
+from nbtune.ui.data import trial_color
 
 STATUS_COLORS = {
     "PENDING": "#9e9e9e",
@@ -250,6 +251,7 @@ def page_state(page: TablePage) -> dict[str, Any]:
                 "id": row.trial_id,
                 "status": row.status,
                 "color": STATUS_COLORS[row.status],
+                "swatch": trial_color(row.trial_id),
                 "cells": dict(row.cells),
                 "config": row.config,
                 "actions": list(row.actions),
