@@ -269,7 +269,6 @@ def parallel_coordinates_figure(
                 "colorscale": "Viridis",
                 "showscale": bool(data.metric_values),
                 "colorbar": {
-                    "title": {"text": _plain(data.metric), "side": "right"},
                     "x": 0.95,
                     "thickness": 12,
                     "tickformat": NUMBER_FORMAT,
@@ -279,6 +278,7 @@ def parallel_coordinates_figure(
         _layout(
             figure,
             title=f"parameters and {data.metric}",
+            height=_HEIGHT + 60,
             margin={"l": 60, "r": 30, "t": 110, "b": 30},
             annotations=_notes(
                 not data.metric_values, f"waiting for a first trial with a value of {metric.name}"
