@@ -1,11 +1,11 @@
 """Plotly figures of an experiment, drawn from `nbtune.ui.data`.
 
 Each `*_figure(data, figure=None, ..., dark=False)` draws into `figure` when given (the
-dashboard's `LiveFigure`, a `FigureWidget` safe to redraw from a thread of its own, updated in
-place inside one batch, as often as it likes) or into a new `go.Figure`. A figure remembers
-what it last drew (`_memo`), so that a redraw sends the browser only what changed: the theme,
-the axes or the traces that differ. The `plot_*(source)` functions are the after-the-run
-views: `source` is a `Tuner`, an `ExperimentAnalysis` or an experiment directory.
+dashboard's `nbtune.ui.live.LiveFigure`, a `FigureWidget` safe to redraw from a thread of its
+own, updated in place inside one batch, as often as it likes) or into a new `go.Figure`. A
+figure remembers what it last drew (`_memo`), so that a redraw sends the browser only what
+changed: the theme, the axes or the traces that differ. The `plot_*(source)` functions are the
+after-the-run views: `source` is a `Tuner`, an `ExperimentAnalysis` or an experiment directory.
 
 Every chart follows a light or a dark theme (`dark=`, changeable between redraws) on a
 transparent background, so that the notebook's own shows through, and prints numbers with
@@ -17,12 +17,10 @@ from __future__ import annotations
 import contextlib
 import html
 import math
-import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
-from traitlets import observe
 
 from nbtune.analysis import view_of
 from nbtune.trial import Trial
@@ -66,53 +64,11 @@ _MARGIN = {"l": 60, "r": 20, "t": 40, "b": 40}
 # ----- the live figures -----------------------------------------------------------------------
 
 
-def _held(handler: str, trait: str) -> Any:
-    """Plotly's handler of a message from the browser, run under the figure's drawing lock."""
-    run = getattr(go.FigureWidget, handler).func
-
-    def held(self: LiveFigure, change: Mapping[str, Any]) -> None:
-        with self.drawing_lock:
-            run(self, change)
-
-    held.__name__ = handler
-    return observe(trait)(held)
-
-
-class LiveFigure(go.FigureWidget):
-    """A `FigureWidget` that one thread may redraw while the kernel handles its browser's
-    messages on another.
-
-    The dashboard redraws on its refresh thread; the kernel applies what the browser sends
-    back (the ranges and defaults it filled in, a zoom, an autosize when a tab is shown) on
-    its own. Plotly's figure is not thread-safe: the two interleaved leave its layout
-    inconsistent (`Invalid property path 'xaxis2.range[0]'`, `tuple index out of range`).
-    The `*_figure` functions draw into a `LiveFigure` holding its `drawing_lock`, and the
-    browser's messages wait for it (a redraw takes milliseconds).
-    """
-
-    _handler_js2py_traceDeltas = _held("_handler_js2py_traceDeltas", "_js2py_traceDeltas")
-    _handler_js2py_layoutDelta = _held("_handler_js2py_layoutDelta", "_js2py_layoutDelta")
-    _handler_js2py_restyle = _held("_handler_js2py_restyle", "_js2py_restyle")
-    _handler_js2py_update = _held("_handler_js2py_update", "_js2py_update")
-    _handler_js2py_relayout = _held("_handler_js2py_relayout", "_js2py_relayout")
-    _handler_js2py_pointsCallback = _held("_handler_js2py_pointsCallback", "_js2py_pointsCallback")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._drawing_lock = threading.RLock()
-        super().__init__(*args, **kwargs)
-
-    @property
-    def drawing_lock(self) -> threading.RLock:
-        """Held while a `*_figure` function draws, and while a browser message is applied."""
-        return self._drawing_lock
-
-
 @contextlib.contextmanager
 def drawing(figure: go.Figure) -> Iterator[None]:
     """One batch of changes to `figure`, sent to its browser views as one message at the end;
-    into a `LiveFigure`, holding its drawing lock."""
-    lock = figure.drawing_lock if isinstance(figure, LiveFigure) else contextlib.nullcontext()
-    with lock, figure.batch_update():
+    holding the figure's `drawing_lock` if it has one (`nbtune.ui.live.LiveFigure`)."""
+    with getattr(figure, "drawing_lock", contextlib.nullcontext()), figure.batch_update():
         yield
 
 

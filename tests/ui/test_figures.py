@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 
 import plotly.graph_objects as go
 import pytest
@@ -25,7 +24,6 @@ from nbtune.ui.figures import (
     FAINT_COLOR,
     PANELS_PER_ROW,
     WEBGL_AFTER,
-    LiveFigure,
     best_so_far_figure,
     history_figure,
     importance_figure,
@@ -110,51 +108,6 @@ def test_the_parameter_panels_survive_live_redraws_while_parameters_come_and_go(
         ), "a second row of panels past four"
     assert figure.layout.xaxis.type == "log", "lr is on a log scale"
     assert len(visible_x_axes(figure)) == 1, "the panels of parameters gone are hidden"
-
-
-def test_a_browser_message_waits_for_a_redraw_in_progress():
-    figure = LiveFigure()
-    parameter_scatter_figure(parameter_data(growing_space(2), "score"), figure)
-    zoom = {"relayout_data": {"xaxis2.range": [0, 5]}, "source_view_id": "view"}
-    with figure.drawing_lock:  # as a redraw on the dashboard's thread holds it
-        browser = threading.Thread(target=setattr, args=(figure, "_js2py_relayout", zoom))
-        browser.start()
-        browser.join(timeout=0.5)  # nothing to wait on: the message must not get through
-        assert browser.is_alive(), "the kernel's thread waits for the redraw"
-        assert figure.layout.xaxis2.range is None
-    browser.join()
-    assert figure.layout.xaxis2.range == (0, 5), "then the zoom is applied"
-
-
-def test_redraws_on_one_thread_and_browser_messages_on_another_do_not_collide():
-    figure = LiveFigure()
-    done, failures = threading.Event(), []
-
-    def redraw():
-        step = 0
-        while not done.is_set():
-            step += 1
-            try:
-                parameter_scatter_figure(parameter_data(growing_space(2 + step % 2), "s"), figure)
-            except Exception as error:
-                failures.append(error)
-
-    redrawing = threading.Thread(target=redraw)
-    redrawing.start()
-    try:
-        for message in range(300):
-            with figure.drawing_lock:  # what the browser computed from a consistent figure
-                edit = figure._last_layout_edit_id
-            change = {"xaxis2.range": [0, message]} if message % 2 else {"autosize": True}
-            figure._js2py_relayout = {"relayout_data": change, "source_view_id": "v"}
-            figure._js2py_layoutDelta = {
-                "layout_delta": {"xaxis2": {"autorange": True}},
-                "layout_edit_id": edit,
-            }
-    finally:
-        done.set()
-        redrawing.join()
-    assert not failures
 
 
 def test_each_parameter_gets_its_own_axis_and_scale(blank):
