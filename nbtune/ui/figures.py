@@ -38,7 +38,7 @@ from nbtune.ui.data import (
     log_scale_names,
     parameter_data,
 )
-from nbtune.ui.ticks import NUMBER_FORMAT, format_number, integer_ticks, log_ticks
+from nbtune.ui.ticks import NUMBER_FORMAT, format_number, integer_ticks, log_ticks, nice_ticks
 
 STATUS_COLORS = {
     "PENDING": "#9e9e9e",
@@ -244,11 +244,10 @@ def parallel_coordinates_figure(
 
 
 def _dimension(axis: Axis) -> dict:
-    """A parallel-coordinates axis: log10 values with real-value ticks for a log parameter,
-    whole-number ticks for an integer or categorical one, four significant digits."""
+    """A parallel-coordinates axis, ticks set here at four significant digits: log10 values
+    with ticks of the real values for a log parameter, whole-number ticks for an integer or
+    categorical one; trials without the parameter on a "none" tick below the others."""
     label = _plain(axis.name)
-    if not axis.values:
-        return {"label": label, "values": []}
     if axis.labels is not None:
         return {
             "label": label,
@@ -256,25 +255,25 @@ def _dimension(axis: Axis) -> dict:
             "tickvals": list(range(len(axis.labels))),
             "ticktext": [_plain(category) for category in axis.labels],
         }
-    low, high = min(axis.values), max(axis.values)
-    if axis.log:
-        ticks = log_ticks(low, high)
-        return {
-            "label": f"{label} (log)",
-            "values": [math.log10(value) for value in axis.values],
-            "range": [math.log10(low), math.log10(high)],
-            "tickvals": [math.log10(tick) for tick in ticks],
-            "ticktext": [format_number(tick) for tick in ticks],
-        }
-    if axis.integer:
-        ticks = integer_ticks(low, high)
-        return {
-            "label": label,
-            "values": axis.values,
-            "tickvals": ticks,
-            "ticktext": [str(tick) for tick in ticks],
-        }
-    return {"label": label, "values": axis.values, "tickformat": NUMBER_FORMAT}
+    if not axis.present:
+        return {"label": label, "values": axis.values}
+    scale = math.log10 if axis.log else float
+    low, high = min(axis.present), max(axis.present)
+    ticks = (log_ticks if axis.log else integer_ticks if axis.integer else nice_ticks)(low, high)
+    tickvals = [scale(tick) for tick in ticks]
+    ticktext = [format_number(tick) for tick in ticks]
+    bottom, top = scale(low), scale(high)
+    if None in axis.values:
+        bottom -= 0.15 * (top - bottom) or 1.0
+        tickvals.append(bottom)
+        ticktext.append("none")
+    return {
+        "label": f"{label} (log)" if axis.log else label,
+        "values": [bottom if value is None else scale(value) for value in axis.values],
+        "range": [bottom, top],
+        "tickvals": tickvals,
+        "ticktext": ticktext,
+    }
 
 
 def parameter_scatter_figure(
@@ -382,7 +381,7 @@ def _x_axis(axis: Axis) -> dict:
     elif axis.log:
         scale["type"] = "log"
     elif axis.integer:
-        scale["tickvals"] = integer_ticks(min(axis.values), max(axis.values), 5)
+        scale["tickvals"] = integer_ticks(min(axis.present), max(axis.present), 5)
     return {"title": {"text": _plain(axis.name)}, "hoverformat": NUMBER_FORMAT, **scale}
 
 
