@@ -325,7 +325,8 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
     """Lay out one x axis per parameter (and one y axis per row), when the parameters differ
     from those last laid out; hide the axes of panels no longer shown, and the default axes
     while there is no panel."""
-    shape = (tuple((a.name, a.labels, a.log, a.integer) for a in data.axes), data.metric)
+    scales = [_x_axis(axis) for axis in data.axes]
+    shape = (repr(scales), data.metric)
     memo = _memo(figure)
     if memo.get("panels") == shape:
         return
@@ -336,7 +337,7 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
     y_axes = max(rows, memo.get("panel_y_axes", 1))
     hidden = {"visible": False}
     layout = {
-        f"xaxis{_suffix(index)}": _panel_x_axis(data.axes[index], index, columns)
+        f"xaxis{_suffix(index)}": _panel_x_axis(scales[index], index, columns)
         if index < count
         else hidden
         for index in range(x_axes)
@@ -350,13 +351,14 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
     memo.update(panels=shape, panel_x_axes=x_axes, panel_y_axes=y_axes)
 
 
-def _panel_x_axis(axis: Axis, index: int, columns: int) -> dict:
+def _panel_x_axis(scale: dict, index: int, columns: int) -> dict:
+    """The `index`th panel's x axis, of `scale` (`_x_axis`), placed in its row and column."""
     row, column = divmod(index, PANELS_PER_ROW)
     return {
         "visible": True,
         "domain": _span(column, columns, gap=0.05),
         "anchor": f"y{_suffix(row)}",
-        **_x_axis(axis),
+        **scale,
     }
 
 

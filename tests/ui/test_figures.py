@@ -110,6 +110,14 @@ def test_the_parameter_panels_survive_live_redraws_while_parameters_come_and_go(
     assert len(visible_x_axes(figure)) == 1, "the panels of parameters gone are hidden"
 
 
+def test_integer_ticks_follow_a_range_that_grows_between_redraws():
+    figure = go.FigureWidget()
+    for top in (3, 40):
+        configs = [{"units": units, "x": float(units)} for units in range(1, top + 1)]
+        parameter_scatter_figure(parameter_data(scored_trials(configs, len), "score"), figure)
+    assert max(figure.layout.xaxis.tickvals) > 30, "ticks reach the new values"
+
+
 def test_each_parameter_gets_its_own_axis_and_scale(blank):
     configs = [{"lr": 10.0**-k, "units": 8 * k, "opt": ("sgd", "adam")[k % 2]} for k in range(1, 6)]
     data = parameter_data(scored_trials(configs, lambda c: c["units"] * 0.5), "score", {"lr"})
