@@ -16,11 +16,11 @@ Prints one JSON line per figure:
    results, after the first drawing. Target: < 100 ms.
 5. `chart_ms` (one line per chart; `--charts` prints these alone, in seconds, without a
    kernel): for 64 trials of 100 results each (3 parameters: a log-scale one, an integer one,
-   a categorical one), the data extraction and drawing into a new, empty `FigureWidget`
+   a categorical one), the data extraction and drawing into a new, empty `LiveFigure`
    (`first_ms`, the tab's first drawing; target < 1,000 ms), then a redraw after every trial
    reported once more (`redraw_ms`) and one with nothing new (`idle_redraw_ms`), and the
-   update messages those redraws sent. `widget_ms` is making the empty `FigureWidget` (the
-   process's first one loads plotly's widget code).
+   update messages those redraws sent. `widget_ms` is making the empty `LiveFigure` (the
+   process's first one imports plotly's widget code: ipywidgets, anywidget).
 6. `svg_ms`: building the static SVG of those learning curves (`learning_curves_svg`), and
    its size. Target: < 100 ms.
 """
@@ -241,11 +241,12 @@ def chart_times(trials: int = 64, results: int = 100) -> list[dict]:
 
 
 def _draw_times(draw: Callable, before: tuple, after: tuple) -> dict:
-    """A new FigureWidget, `draw` into it from `before`, then twice from `after`."""
-    import plotly.graph_objects as go
+    """A new `LiveFigure` (the dashboard's FigureWidget), `draw` into it from `before`, then
+    twice from `after`."""
+    from nbtune.ui.live import LiveFigure
 
     started = time.perf_counter()
-    figure = go.FigureWidget()
+    figure = LiveFigure()
     widget_ms = (time.perf_counter() - started) * 1e3
     first_ms = _ms(lambda: draw(*before, figure))
     sent = []

@@ -85,15 +85,22 @@ class Axis:
     """One parameter as an axis: numbers, or categories shown as their codes' labels.
 
     Attributes:
+        values: one per trial; None where a trial has no such parameter (a conditional one
+            of a define-by-run space) on a numeric axis; "None" is a category of its own.
         log: its values span decades on a log scale (a `loguniform`, a `lograndint`, ...).
         integer: every value is a whole number: ticks at whole numbers only.
     """
 
     name: str
-    values: tuple[float, ...]
+    values: tuple[float | None, ...]
     labels: tuple[str, ...] | None = None
     log: bool = False
     integer: bool = False
+
+    @property
+    def present(self) -> list[float]:
+        """The values of the trials that have the parameter."""
+        return [value for value in self.values if value is not None]
 
 
 @dataclass(frozen=True)
@@ -273,13 +280,14 @@ def _ranks(values: Sequence[float], descending: bool) -> list[float]:
 
 
 def _groups(axis: Axis) -> list[int]:
-    """The group of each trial: its category, or its bin of about equal count for numbers."""
+    """The group of each trial: its category, or its bin of about equal count for numbers
+    (the trials without the parameter a group of their own)."""
     if axis.labels is not None:
         return [int(value) for value in axis.values]
-    bins = max(2, min(10, round(math.sqrt(len(axis.values)))))
-    ordered = sorted(axis.values)
+    ordered = sorted(axis.present)
+    bins = max(2, min(10, round(math.sqrt(len(ordered)))))
     edges = sorted({ordered[len(ordered) * k // bins] for k in range(1, bins)})
-    return [bisect.bisect_right(edges, value) for value in axis.values]
+    return [-1 if value is None else bisect.bisect_right(edges, value) for value in axis.values]
 
 
 def _epsilon_squared(groups: Sequence[int], values: Sequence[float]) -> float:
@@ -308,11 +316,19 @@ def describe(trial: Trial) -> str:
 
 
 def _axis(name: str, values: list[Any], log_scale: Collection[str] | None) -> Axis:
-    numbers = [finite(value) for value in values]
-    if None not in numbers:
+    """Numbers (None where missing) if every value there is a finite number; else categories."""
+    present = [value for value in values if value is not None]
+    numbers = [finite(value) for value in present]
+    if present and None not in numbers:
         log = _looks_logarithmic(numbers) if log_scale is None else name in log_scale
-        integer = all(isinstance(number(value), int) for value in values)
-        return Axis(name, tuple(numbers), log=log and min(numbers) > 0, integer=integer)
+        integer = all(isinstance(number(value), int) for value in present)
+        coded = iter(numbers)
+        return Axis(
+            name,
+            tuple(None if value is None else next(coded) for value in values),
+            log=log and min(numbers) > 0,
+            integer=integer,
+        )
     categories = list(dict.fromkeys(map(_short, values)))
     codes = {category: code for code, category in enumerate(categories)}
     return Axis(name, tuple(float(codes[_short(value)]) for value in values), tuple(categories))
@@ -332,7 +348,7 @@ def _looks_logarithmic(values: Sequence[float]) -> bool:
 
 
 def _varies(axis: Axis) -> bool:
-    return len(set(axis.values)) > 1
+    return len(set(axis.present)) > 1
 
 
 def _best_ids(trials: Sequence[Trial], mode: str, count: int = 3) -> tuple[int, ...]:

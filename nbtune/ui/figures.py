@@ -1,11 +1,11 @@
 """Plotly figures of an experiment, drawn from `nbtune.ui.data`.
 
 Each `*_figure(data, figure=None, ..., dark=False)` draws into `figure` when given (the
-dashboard's `FigureWidget`, updated in place inside one batch, as often as it likes) or into a
-new `go.Figure`. A figure remembers what it last drew (`_memo`), so that a redraw sends the
-browser only what changed: the theme, the axes or the traces that differ. The
-`plot_*(source)` functions are the after-the-run views: `source` is a `Tuner`, an
-`ExperimentAnalysis` or an experiment directory.
+dashboard's `nbtune.ui.live.LiveFigure`, a `FigureWidget` safe to redraw from a thread of its
+own, updated in place inside one batch, as often as it likes) or into a new `go.Figure`. A
+figure remembers what it last drew (`_memo`), so that a redraw sends the browser only what
+changed: the theme, the axes or the traces that differ. The `plot_*(source)` functions are the
+after-the-run views: `source` is a `Tuner`, an `ExperimentAnalysis` or an experiment directory.
 
 Every chart follows a light or a dark theme (`dark=`, changeable between redraws) on a
 transparent background, so that the notebook's own shows through, and prints numbers with
@@ -14,9 +14,10 @@ four significant digits.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -37,7 +38,7 @@ from nbtune.ui.data import (
     log_scale_names,
     parameter_data,
 )
-from nbtune.ui.ticks import NUMBER_FORMAT, format_number, integer_ticks, log_ticks
+from nbtune.ui.ticks import NUMBER_FORMAT, format_number, integer_ticks, log_ticks, nice_ticks
 
 STATUS_COLORS = {
     "PENDING": "#9e9e9e",
@@ -61,6 +62,14 @@ _MARGIN = {"l": 60, "r": 20, "t": 40, "b": 40}
 
 
 # ----- the live figures -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def drawing(figure: go.Figure) -> Iterator[None]:
+    """One batch of changes to `figure`, sent to its browser views as one message at the end;
+    holding the figure's `drawing_lock` if it has one (`nbtune.ui.live.LiveFigure`)."""
+    with getattr(figure, "drawing_lock", contextlib.nullcontext()), figure.batch_update():
+        yield
 
 
 def history_figure(
@@ -99,7 +108,7 @@ def history_figure(
     if drawn.get("figure") != id(figure) or len(figure.data) > len(data.curves):
         drawn.clear()
         drawn["figure"] = id(figure)
-    with figure.batch_update():
+    with drawing(figure):
         apply_theme(figure, dark)
         _keep_traces(figure, len(data.curves), _curve_trace)
         for index, (trace, curve) in enumerate(zip(figure.data, data.curves, strict=True)):
@@ -169,7 +178,7 @@ def best_so_far_figure(
 ) -> go.Figure:
     """The best value of the metric so far against time."""
     figure = figure if figure is not None else go.Figure()
-    with figure.batch_update():
+    with drawing(figure):
         apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Scatter(mode="lines+markers", line_shape="hv"))
         figure.data[0].update(
@@ -203,7 +212,7 @@ def parallel_coordinates_figure(
     figure = figure if figure is not None else go.Figure()
     metric = Axis(data.metric, data.metric_values)
     dimensions = [_dimension(axis) for axis in (*data.axes, metric)]
-    with figure.batch_update():
+    with drawing(figure):
         apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Parcoords())
         figure.data[0].update(
@@ -216,7 +225,6 @@ def parallel_coordinates_figure(
                 "colorscale": "Viridis",
                 "showscale": bool(data.metric_values),
                 "colorbar": {
-                    "title": {"text": _plain(data.metric), "side": "right"},
                     "x": 0.95,
                     "thickness": 12,
                     "tickformat": NUMBER_FORMAT,
@@ -226,6 +234,7 @@ def parallel_coordinates_figure(
         _layout(
             figure,
             title=f"parameters and {data.metric}",
+            height=_HEIGHT + 60,
             margin={"l": 60, "r": 30, "t": 110, "b": 30},
             annotations=_notes(
                 not data.metric_values, f"waiting for a first trial with a value of {metric.name}"
@@ -235,11 +244,10 @@ def parallel_coordinates_figure(
 
 
 def _dimension(axis: Axis) -> dict:
-    """A parallel-coordinates axis: log10 values with real-value ticks for a log parameter,
-    whole-number ticks for an integer or categorical one, four significant digits."""
+    """A parallel-coordinates axis, ticks set here at four significant digits: log10 values
+    with ticks of the real values for a log parameter, whole-number ticks for an integer or
+    categorical one; trials without the parameter on a "none" tick below the others."""
     label = _plain(axis.name)
-    if not axis.values:
-        return {"label": label, "values": []}
     if axis.labels is not None:
         return {
             "label": label,
@@ -247,25 +255,25 @@ def _dimension(axis: Axis) -> dict:
             "tickvals": list(range(len(axis.labels))),
             "ticktext": [_plain(category) for category in axis.labels],
         }
-    low, high = min(axis.values), max(axis.values)
-    if axis.log:
-        ticks = log_ticks(low, high)
-        return {
-            "label": f"{label} (log)",
-            "values": [math.log10(value) for value in axis.values],
-            "range": [math.log10(low), math.log10(high)],
-            "tickvals": [math.log10(tick) for tick in ticks],
-            "ticktext": [format_number(tick) for tick in ticks],
-        }
-    if axis.integer:
-        ticks = integer_ticks(low, high)
-        return {
-            "label": label,
-            "values": axis.values,
-            "tickvals": ticks,
-            "ticktext": [str(tick) for tick in ticks],
-        }
-    return {"label": label, "values": axis.values, "tickformat": NUMBER_FORMAT}
+    if not axis.present:
+        return {"label": label, "values": axis.values}
+    scale = math.log10 if axis.log else float
+    low, high = min(axis.present), max(axis.present)
+    ticks = (log_ticks if axis.log else integer_ticks if axis.integer else nice_ticks)(low, high)
+    tickvals = [scale(tick) for tick in ticks]
+    ticktext = [format_number(tick) for tick in ticks]
+    bottom, top = scale(low), scale(high)
+    if None in axis.values:
+        bottom -= 0.15 * (top - bottom) or 1.0
+        tickvals.append(bottom)
+        ticktext.append("none")
+    return {
+        "label": f"{label} (log)" if axis.log else label,
+        "values": [bottom if value is None else scale(value) for value in axis.values],
+        "range": [bottom, top],
+        "tickvals": tickvals,
+        "ticktext": ticktext,
+    }
 
 
 def parameter_scatter_figure(
@@ -284,7 +292,7 @@ def parameter_scatter_figure(
     figure = figure if figure is not None else go.Figure()
     count = len(data.axes)
     rows = max(1, math.ceil(count / PANELS_PER_ROW))
-    with figure.batch_update():
+    with drawing(figure):
         apply_theme(figure, dark)
         _keep_traces(figure, count, lambda index: go.Scatter(mode="markers"))
         _panels(figure, data)
@@ -317,7 +325,8 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
     """Lay out one x axis per parameter (and one y axis per row), when the parameters differ
     from those last laid out; hide the axes of panels no longer shown, and the default axes
     while there is no panel."""
-    shape = (tuple((a.name, a.labels, a.log, a.integer) for a in data.axes), data.metric)
+    scales = [_x_axis(axis) for axis in data.axes]
+    shape = (repr(scales), data.metric)
     memo = _memo(figure)
     if memo.get("panels") == shape:
         return
@@ -328,7 +337,7 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
     y_axes = max(rows, memo.get("panel_y_axes", 1))
     hidden = {"visible": False}
     layout = {
-        f"xaxis{_suffix(index)}": _panel_x_axis(data.axes[index], index, columns)
+        f"xaxis{_suffix(index)}": _panel_x_axis(scales[index], index, columns)
         if index < count
         else hidden
         for index in range(x_axes)
@@ -342,13 +351,14 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
     memo.update(panels=shape, panel_x_axes=x_axes, panel_y_axes=y_axes)
 
 
-def _panel_x_axis(axis: Axis, index: int, columns: int) -> dict:
+def _panel_x_axis(scale: dict, index: int, columns: int) -> dict:
+    """The `index`th panel's x axis, of `scale` (`_x_axis`), placed in its row and column."""
     row, column = divmod(index, PANELS_PER_ROW)
     return {
         "visible": True,
         "domain": _span(column, columns, gap=0.05),
         "anchor": f"y{_suffix(row)}",
-        **_x_axis(axis),
+        **scale,
     }
 
 
@@ -373,7 +383,7 @@ def _x_axis(axis: Axis) -> dict:
     elif axis.log:
         scale["type"] = "log"
     elif axis.integer:
-        scale["tickvals"] = integer_ticks(min(axis.values), max(axis.values), 5)
+        scale["tickvals"] = integer_ticks(min(axis.present), max(axis.present), 5)
     return {"title": {"text": _plain(axis.name)}, "hoverformat": NUMBER_FORMAT, **scale}
 
 
@@ -399,7 +409,7 @@ def importance_figure(
     """
     figure = figure if figure is not None else go.Figure()
     shown = data.enough
-    with figure.batch_update():
+    with drawing(figure):
         apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Bar(orientation="h"))
         figure.data[0].update(

@@ -23,7 +23,7 @@ from nbtune import objectives
 from nbtune.analysis import view_of
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial
-from nbtune.ui.figures import apply_theme
+from nbtune.ui.figures import apply_theme, drawing
 from nbtune.ui.ticks import format_number
 
 FRONT_COLOR = "#d62728"
@@ -102,7 +102,7 @@ def pareto_figure(
     light or the dark theme."""
     figure = figure if figure is not None else go.Figure()
     titles = [f"{name} ({mode})" for name, mode in zip(data.metrics, data.modes, strict=True)]
-    with figure.batch_update():
+    with drawing(figure):
         apply_theme(figure, dark)
         if len(data.metrics) > 3:
             _parallel(figure, data, titles)

@@ -17,6 +17,8 @@ from nbtune.ui.ticks import format_number, integer_ticks, nice_ticks
 
 MAX_SVG_POINTS = 100
 """A coloured curve keeps at most this many points; a faint one a third of it."""
+MIN_WIDTH, MIN_HEIGHT = 240, 160
+"""The smallest picture that holds the axes, the legend and a plot between them."""
 _DASH = {"paused": "6 4", "stopped": "2 3"}
 _FAINT = "#8c8c8c"
 _MARGIN_LEFT, _MARGIN_RIGHT, _MARGIN_TOP, _MARGIN_BOTTOM = 72, 100, 30, 42
@@ -29,7 +31,15 @@ def learning_curves_svg(
 
     Args:
         dark: light text and grid for a dark page (the background is transparent either way).
+
+    Raises:
+        ValueError: the picture is too small to hold the axes and the legend.
     """
+    if width < MIN_WIDTH or height < MIN_HEIGHT:
+        raise ValueError(
+            f"learning_curves_svg(width={width}, height={height}): make it at least "
+            f"{MIN_WIDTH} x {MIN_HEIGHT} pixels"
+        )
     ink = "#e6e6e6" if dark else "#333333"
     box = _Box(width, height)
     parts = [
@@ -52,7 +62,7 @@ def learning_curves_svg(
     faint = [curve for curve in curves if not curve.featured]
     featured = [curve for curve in curves if curve.featured]
     parts += [_polyline(curve, box, data.best) for curve in (*faint, *featured)]
-    parts += _legend(featured, width, ink)
+    parts += _legend(featured, width, height, ink)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -143,11 +153,12 @@ def _polyline(curve: Curve, box: _Box, best: Sequence[int]) -> str:
     )
 
 
-def _legend(featured: Sequence[Curve], width: int, ink: str) -> list[str]:
-    """A swatch and "trial N" for each coloured curve, right of the plot."""
+def _legend(featured: Sequence[Curve], width: int, height: int, ink: str) -> list[str]:
+    """A swatch and "trial N" for each coloured curve (as many as fit), right of the plot."""
     left = width - _MARGIN_RIGHT + 12
+    fit = (height - _MARGIN_TOP - 10) // 16
     parts = []
-    for row, curve in enumerate(featured):
+    for row, curve in enumerate(featured[:fit]):
         y = _MARGIN_TOP + 6 + row * 16
         parts.append(
             f'<line x1="{left}" y1="{y}" x2="{left + 16}" y2="{y}" stroke="{curve.color}" '

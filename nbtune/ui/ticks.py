@@ -51,12 +51,15 @@ def log_ticks(low: float, high: float, count: int = 6) -> list[float]:
         ]
         if len(ticks) <= count:
             break
-    every = math.ceil(len(ticks) / count)
-    return ticks[::every] or [low]
+    if not ticks:
+        return [low]
+    return ticks[:: math.ceil(len(ticks) / count)]
 
 
 def _nice_step(raw: float) -> float:
-    """The smallest of 1, 2, 5 times a power of ten that is at least `raw`."""
+    """The smallest of 1, 2, 5 times a power of ten that is at least `raw` (1 for nothing)."""
+    if not raw > 0:
+        return 1.0
     power = 10.0 ** math.floor(math.log10(raw))
     for multiple in (1, 2, 5, 10):
         if multiple * power >= raw * (1 - 1e-9):

@@ -137,6 +137,19 @@ def test_evenly_spread_values_do_not_look_logarithmic():
     assert y.log
 
 
+def test_a_conditional_parameter_is_missing_where_a_trial_lacks_it():
+    configs = [{"model": "svc", "c": 10.0**-k} for k in range(1, 5)]
+    configs += [{"model": "forest", "depth": 2 + k} for k in range(4)]
+    trials = scored_trials(configs, lambda config: config.get("c", 1.0))
+    model, c, depth = parameter_data(trials, "score").axes
+    assert model.labels == ("svc", "forest")
+    assert c.values == (0.1, 0.01, 0.001, 0.0001, None, None, None, None)
+    assert c.present == [0.1, 0.01, 0.001, 0.0001] and c.log, "inferred from what is there"
+    assert depth.integer and depth.values[:4] == (None,) * 4
+    importance = importance_data(trials, "score", "max")
+    assert importance.names[0] in ("model", "c"), "the missing ones group together"
+
+
 def test_log_scale_names_read_the_domains_of_a_space():
     space = SearchSpace(
         {

@@ -110,6 +110,14 @@ def test_the_parameter_panels_survive_live_redraws_while_parameters_come_and_go(
     assert len(visible_x_axes(figure)) == 1, "the panels of parameters gone are hidden"
 
 
+def test_integer_ticks_follow_a_range_that_grows_between_redraws():
+    figure = go.FigureWidget()
+    for top in (3, 40):
+        configs = [{"units": units, "x": float(units)} for units in range(1, top + 1)]
+        parameter_scatter_figure(parameter_data(scored_trials(configs, len), "score"), figure)
+    assert max(figure.layout.xaxis.tickvals) > 30, "ticks reach the new values"
+
+
 def test_each_parameter_gets_its_own_axis_and_scale(blank):
     configs = [{"lr": 10.0**-k, "units": 8 * k, "opt": ("sgd", "adam")[k % 2]} for k in range(1, 6)]
     data = parameter_data(scored_trials(configs, lambda c: c["units"] * 0.5), "score", {"lr"})
@@ -202,17 +210,33 @@ def test_parallel_coordinates_on_log_and_integer_axes(blank):
     data = parameter_data(scored_trials(configs, lambda c: c["x"]), "score", {"lr"})
     figure = parallel_coordinates_figure(data, blank())
     lr, layers, opt, x, score = figure.data[0].dimensions
+    assert score.label == "score", "the metric last"
     assert lr.label == "lr (log)"
     assert lr.values == pytest.approx([-1, -2, -3, -4, -5, -6]), "log10 of the values"
     assert list(lr.ticktext) == ["1e-06", "1e-05", "0.0001", "0.001", "0.01", "0.1"]
     assert lr.tickvals == pytest.approx([-6, -5, -4, -3, -2, -1])
     assert list(layers.tickvals) == [1, 2, 3], "no 1.5"
     assert list(opt.ticktext) == ["adam", "sgd"] and list(opt.tickvals) == [0, 1]
-    assert x.tickformat == score.tickformat == ".4~g"
+    assert list(x.ticktext) == ["0.2", "0.4", "0.6"], "round ticks, 4 significant digits"
+    assert x.range == pytest.approx([0.123456, 0.740736])
     assert figure.layout.margin.t >= 100, "room for the title above the axis labels"
     assert figure.data[0].labelside == "top"
     colorbar = figure.data[0].line.colorbar
     assert colorbar.x - figure.data[0].domain.x[1] >= 0.08, "the colour bar clear of the ticks"
+
+
+def test_a_parameter_some_trials_lack_sits_on_a_none_tick(blank):
+    configs = [{"model": "svc", "c": 10.0**-k} for k in range(1, 4)]
+    configs += [{"model": "forest", "depth": 2 + k} for k in range(3)]
+    data = parameter_data(scored_trials(configs, lambda c: len(c)), "score", {"c"})
+    lines = parallel_coordinates_figure(data, blank())
+    model, c, depth, _ = lines.data[0].dimensions
+    assert list(model.ticktext) == ["svc", "forest"]
+    assert list(c.ticktext)[-1] == "none" and list(depth.ticktext)[-1] == "none"
+    assert c.values[3:] == (c.tickvals[-1],) * 3, "the forests have no c"
+    assert c.range[0] == c.tickvals[-1] < min(c.values[:3])
+    scatter = parameter_scatter_figure(data, blank())
+    assert scatter.data[1].x == (0.1, 0.01, 0.001, None, None, None), "no point where no c"
 
 
 def test_the_charts_follow_a_dark_or_light_theme_on_a_live_figure():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ElementTree
 
+import pytest
 from ui.test_data import run_of
 
 from nbtune.trial import Trial, TrialStatus
@@ -89,3 +90,12 @@ def test_no_curve_yet_says_what_it_waits_for():
     root = parse(learning_curves_svg(curves_of([[]])))
     assert not root.findall(f"{SVG}polyline")
     assert "waiting for a first value of loss" in [text.text for text in root.iter(f"{SVG}text")]
+
+
+def test_a_picture_too_small_for_its_axes_is_refused():
+    with pytest.raises(ValueError, match=r"width=100, height=320\): make it at least 240 x 160"):
+        learning_curves_svg(curves_of([[1.0]]), width=100)
+    small = parse(learning_curves_svg(curves_of([[1.0]] * 10), width=240, height=160))
+    labels = [text for text in small.iter(f"{SVG}text") if (text.text or "").startswith("trial")]
+    assert 0 < len(labels) < 10, "as many labels as fit"
+    assert all(float(text.get("y")) <= 160 for text in labels)
