@@ -428,7 +428,7 @@ class Dashboard:
         while True:
             self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
             self._dirty.clear()
-            self._check_front_end()
+            self._guarded("dashboard", self._check_front_end)
             self.redraw()
             if self._closing.is_set():
                 self._unsubscribe()
@@ -525,7 +525,13 @@ _STATUSES = ("running", "pending", "paused", "terminated", "error")
 
 def _import_plotly() -> None:
     """Import plotly now, on the refresh thread, while the first trials start: it takes about
-    a second, which would otherwise delay the first chart."""
+    a second, which would otherwise delay the first chart.
+
+    pandas comes first, by a plain import, which waits for another thread that may be
+    importing it at the same moment (the kernel's, for a DataFrame): plotly looks pandas up in
+    `sys.modules` as it draws, and would find it half made there ("partially initialized
+    module 'pandas' has no attribute 'Series'")."""
+    import pandas  # noqa: F401
     import plotly.graph_objects  # noqa: F401
 
 

@@ -3,6 +3,7 @@ and the per-trial view."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import time
@@ -66,7 +67,10 @@ class ChartTab:
     def reset(self) -> None:
         """Forget what was drawn: the next draw starts from an empty figure."""
         self._drawn.clear()
-        if self.figure is not None:
+        if self.figure is None:
+            return
+        lock = getattr(self.figure, "drawing_lock", None) or contextlib.nullcontext()
+        with lock:
             self.figure.data = ()
             self.figure.layout = {}
 
@@ -84,13 +88,14 @@ class ChartTab:
             return
         figure = self._live_figure()
         self._plot(figure, trials, rows, metric, mode, look)
-        _remember_state(figure)
+        with figure.drawing_lock:
+            _remember_state(figure)
 
     def _live_figure(self) -> Any:
-        import plotly.graph_objects as go
+        from nbtune.ui.live import LiveFigure
 
-        if not isinstance(self.figure, go.FigureWidget):
-            self.figure = go.FigureWidget()
+        if not isinstance(self.figure, LiveFigure):
+            self.figure = LiveFigure()
             self.figure.observe(self._on_render, names="_js2py_layoutDelta")
             self.made_at = time.monotonic()
             self._drawn.clear()

@@ -126,8 +126,9 @@ def test_the_dashboard_shows_results_and_its_buttons_steer_the_run(kernel):
     final = kernel.run("""
         dashboard._thread.join(10)
         print(len(dashboard.figures["learning curves"].data), "stopped" in dashboard.title.value)
+        print(dashboard._thread.is_alive(), dashboard.failures)
     """)
-    assert final.stdout == "2 True\n", final
+    assert final.stdout == "2 True\nFalse {}\n", final
 
 
 UNWAITED = """
