@@ -52,7 +52,14 @@ class DashboardSource(Protocol):
 
     @property
     def state(self) -> str:
-        """One of "pending", "running", "finished", "stopped", "failed" ("unfinished": on disk)."""
+        """One of "pending", "running", "paused", "finished", "stopped", "failed"
+        ("unfinished": on disk).
+
+        "paused": the run is live but nothing runs, every unfinished trial is paused (after
+        Pause all, or each trial paused by hand) and none will start by itself; it is
+        "running" again once a trial is resumed. A run that has ended is "finished",
+        "stopped" or "failed".
+        """
 
     @property
     def live(self) -> bool:

@@ -546,8 +546,13 @@ class Tuner(ResultsView):
 
     @property
     def state(self) -> str:
-        """ "pending" (not started), "running", "finished", "stopped" or "failed"."""
-        return "pending" if self._runner is None else self._runner.state
+        """ "pending" (not started), "running", "paused" (live, but every unfinished trial is
+        paused and none starts: after `pause_all`, or once each trial is paused by hand),
+        "finished", "stopped" or "failed"."""
+        runner = self._runner
+        if runner is None:
+            return "pending"
+        return "paused" if runner.holds_every_trial() else runner.state
 
     @property
     def trials(self) -> list[Trial]:
