@@ -158,6 +158,42 @@ def test_pause_all_holds_everything_until_resume_all(make_tuner, log):
     assert tuner.history().groupby("trial_id").size().tolist() == [10] * 4
 
 
+def test_the_run_is_paused_while_pause_all_holds_it(make_tuner, log):
+    space = {"steps": 10, "checkpoint": True, "x": nt.grid(range(4))}
+    tuner = make_tuner(trainables.steps, space, callbacks=[log], executor=nt.ThreadExecutor())
+    tuner.start()
+    log.wait_for(result_of(1, 1))
+    assert tuner.state == "running"
+    tuner.pause_all()
+    log.wait_for(event_of(TrialPaused, 0))
+    log.wait_for(event_of(TrialPaused, 1))
+    assert tuner.state == "paused", "every trial is paused and none starts"
+    assert repr(tuner.status).startswith("<paused (live): ")
+    tuner.resume_all()
+    assert tuner.state == "running"
+    assert tuner.wait(30)
+    assert tuner.state == "finished"
+
+
+@pytest.mark.parametrize("checkpoint", [True, False], ids=["checkpoint", "suspend"])
+def test_the_run_is_paused_once_each_trial_is_paused_by_hand(make_tuner, log, checkpoint):
+    space = {"steps": 400, "checkpoint": checkpoint, "x": nt.grid([0, 1])}
+    tuner = make_tuner(trainables.steps, space, callbacks=[log], executor=nt.ThreadExecutor())
+    tuner.start()
+    log.wait_for(result_of(1, 1))
+    tuner.pause(0)
+    log.wait_for(event_of(TrialPaused, 0))
+    assert tuner.state == "running", "trial 1 still runs"
+    tuner.pause(1)
+    log.wait_for(event_of(TrialPaused, 1))
+    assert tuner.state == "paused"
+    tuner.resume(0)
+    assert tuner.state == "running"
+    tuner.stop()
+    assert tuner.wait(30)
+    assert tuner.state == "stopped"
+
+
 def test_add_trial_queues_a_hand_picked_config(make_tuner, log):
     space = {"steps": 3, "lr": nt.uniform(0.1, 1.0)}
     tuner = make_tuner(trainables.steps, space, metric="loss", callbacks=[log])
