@@ -103,6 +103,7 @@ def test_stop_ends_a_running_or_paused_trial_and_keeps_its_results(make_tuner, l
     assert tuner.wait(30), "the run ends: no trial is left to run"
     frame = tuner.dataframe()
     assert frame["status"].tolist() == ["TERMINATED", "TERMINATED"]
+    assert frame["stopped_by"].tolist() == ["user", "user"], "told apart from a completed trial"
     for trial_id in (0, 1):
         done = frame.loc[trial_id, "training_iteration"]
         assert 2 <= done < N
