@@ -247,6 +247,9 @@ def _check_live(trial: Trial, live: LiveTrial) -> None:
     assert live.pending in (None, Decision.PAUSE, Decision.STOP), name
     assert running or live.pending is None, f"a decision pending for a trial not running: {name}"
     assert live.told is not Decision.CONTINUE, name
+    assert live.stopped_by is None or Decision.STOP in (live.pending, live.told), (
+        f"who stops it, without a stop: {name}"
+    )
     assert not live.making_room or (running and Decision.PAUSE in (live.pending, live.told)), (
         f"making room without a pause: {name}"
     )

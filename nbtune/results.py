@@ -182,7 +182,8 @@ class ResultsView:
 
     def dataframe(self) -> pd.DataFrame:
         """One row per trial: `trial_id`, `status`, `config/<param>`, the metric, ...,
-        `checkpoint_mb` (megabytes, 10**6 bytes, its checkpoints use on disk)."""
+        `stopped_by` (who cut a trial short, see `trials_frame`), `checkpoint_mb` (megabytes,
+        10**6 bytes, its checkpoints use on disk)."""
         trials = self._snapshot()[0]
         return trials_frame(trials, self.metric, self.mode, self.checkpoint_mb(trials))
 
