@@ -55,10 +55,10 @@ class DashboardSource(Protocol):
         """One of "pending", "running", "paused", "finished", "stopped", "failed"
         ("unfinished": on disk).
 
-        "paused": the run is live but nothing runs, every unfinished trial is paused (after
-        Pause all, or each trial paused by hand) and none will start by itself; it is
-        "running" again once a trial is resumed. A run that has ended is "finished",
-        "stopped" or "failed".
+        "paused": the run is live but nothing runs and nothing will start by itself: after
+        Pause all (a trial added meanwhile waits too), or once every unfinished trial is
+        paused by hand and the searcher has no more to suggest. It is "running" again once a
+        trial is resumed. A run that has ended is "finished", "stopped" or "failed".
         """
 
     @property
@@ -71,7 +71,12 @@ class DashboardSource(Protocol):
 
     @property
     def planned_trials(self) -> int | None:
-        """How many trials the searcher plans in all; None if it cannot say."""
+        """How many trials the searcher plans in all; None if it cannot say.
+
+        Trials it did not suggest (added by hand, forked, made by a scheduler: their `origin`
+        is not "searcher") come on top, so a progress bar's end is this plus those. Once the
+        run has ended, it is the number the searcher did suggest: no trial still to come.
+        """
 
     def snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
         """The trials and the result rows, consistent with each other, at one moment."""

@@ -231,16 +231,18 @@ class TrialRunner:
         self.record(trial.evolve(paused_by=trial.waits_by))
 
     def holds_every_trial(self) -> bool:
-        """Whether the run goes on but nothing runs: every unfinished trial is PAUSED, and none
-        will start by itself (Pause all holds the run, or the searcher has nothing left to
-        suggest). Any thread may ask."""
+        """Whether the run goes on but nothing runs and nothing will start by itself: Pause all
+        holds it and no trial runs any more (a trial added meanwhile waits), or every
+        unfinished trial is PAUSED and the searcher has nothing left to suggest. Any thread
+        may ask."""
         with self.lock:
             if self.state != "running" or self._stopping is not None or self.done.is_set():
                 return False
+            if self.control.paused_all:
+                return all(trial.status is not TrialStatus.RUNNING for trial in self.book)
             unfinished = [trial for trial in self.book if not trial.status.is_finished]
             paused = all(trial.status is TrialStatus.PAUSED for trial in unfinished)
-            starts_none = self.control.paused_all or self.searcher.is_finished
-            return bool(unfinished) and paused and starts_none
+            return bool(unfinished) and paused and self.searcher.is_finished
 
     # ----- the loop ---------------------------------------------------------------------------
 

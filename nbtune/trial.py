@@ -85,7 +85,8 @@ class Trial:
             from its checkpoint), "suspend" (it cannot checkpoint, so it waits inside
             `report()` and keeps its worker) or "queue" (it had not started yet).
         parent: the trial it was forked from, if any.
-        origin: who made it: "searcher", "user" (`add_trial`) or "fork".
+        origin: who made it: "searcher", "user" (`add_trial`), "fork" (`Tuner.fork`) or
+            "scheduler" (a fork PBT asked for).
         attempts: how many times it has been started after a failure, plus one.
         gpus: the GPUs it last ran on, as its CUDA_VISIBLE_DEVICES read ("0", "0,1"); None
             if it asked for none.

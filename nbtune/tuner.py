@@ -559,9 +559,9 @@ class Tuner(ResultsView):
 
     @property
     def state(self) -> str:
-        """ "pending" (not started), "running", "paused" (live, but every unfinished trial is
-        paused and none starts: after `pause_all`, or once each trial is paused by hand),
-        "finished", "stopped" or "failed"."""
+        """ "pending" (not started), "running", "paused" (live, but nothing runs and nothing
+        starts by itself: after `pause_all`, or once each trial is paused by hand and the
+        searcher has no more to suggest), "finished", "stopped" or "failed"."""
         runner = self._runner
         if runner is None:
             return "pending"

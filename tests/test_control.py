@@ -170,10 +170,14 @@ def test_the_run_is_paused_while_pause_all_holds_it(make_tuner, log):
     log.wait_for(event_of(TrialPaused, 1))
     assert tuner.state == "paused", "every trial is paused and none starts"
     assert repr(tuner.status).startswith("<paused (live): ")
+    added = tuner.add_trial({"steps": 2, "checkpoint": True, "x": 9})
+    assert tuner.get_trial(added).status is nt.TrialStatus.PENDING
+    assert tuner.state == "paused", "a trial added meanwhile waits for resume_all"
     tuner.resume_all()
     assert tuner.state == "running"
     assert tuner.wait(30)
     assert tuner.state == "finished"
+    assert tuner.status.terminated == 5
 
 
 @pytest.mark.parametrize("checkpoint", [True, False], ids=["checkpoint", "suspend"])
