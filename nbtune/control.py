@@ -98,7 +98,9 @@ class RunControl:
             self._book.enqueue(trial_id, "ahead" if trial.has_checkpoint else "first")
         self._runner.bus.publish(TrialResumed(trial_id))
 
-    def stop_trial(self, trial_id: int, force: bool = False, stopped_by: str = "user") -> None:
+    def stop_trial(
+        self, trial_id: int, force: bool = False, stopped_by: str | None = "user"
+    ) -> None:
         """End a trial (TERMINATED, results kept): a running one at its next report.
 
         `stopped_by` says who asked (`Trial.stopped_by`): the user, unless the runner stops it

@@ -732,7 +732,7 @@ class TrialRunner:
             return
         self.to_paused(trial, "suspend")
         if stop is Decision.STOP:
-            self.control.stop_trial(trial_id, stopped_by=stopped_by or "user")
+            self.control.stop_trial(trial_id, stopped_by=stopped_by)
         elif self._stopping is not None:
             self._leave_suspended(self.book[trial_id])
         elif resume:
