@@ -5,6 +5,8 @@ leaves it: in the live run, on disk (`nbtune.load`) and after `Tuner.restore`.""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pandas as pd
 import pytest
@@ -14,8 +16,9 @@ import nbtune as nt
 from nbtune.events import TrialPaused, TrialResult
 from nbtune.trial import STOPPED_BY
 
-LONG = 400
-"""Steps of a trial that must still run when the test steps in (0.01 s each)."""
+LONG = 3000
+"""Steps of a trial that must still run when the test steps in (0.01 s each): the test stops
+it long before its end."""
 
 
 def stopped_by(source) -> dict[int, str | None]:
@@ -152,13 +155,29 @@ def test_a_trial_killed_by_a_forced_stop_was_stopped_by_the_user(make_tuner, log
     assert stopped_by(tuner) == {0: "user"}
 
 
+def until_opened(gate: threading.Event):
+    """A trainable that reports (with a checkpoint if `checkpoint`) every few milliseconds,
+    `steps` times, and goes on until `gate` is set: it runs while the test acts on it."""
+
+    def train(config):
+        checkpoint = nt.get_checkpoint()
+        step = checkpoint["step"] if checkpoint else 0
+        while step < config["steps"] or not gate.is_set():
+            step += 1
+            time.sleep(0.002)
+            nt.report(loss=1 / step, checkpoint={"step": step} if config["checkpoint"] else None)
+
+    return train
+
+
 @pytest.mark.parametrize("checkpoint", [True, False], ids=["checkpoint", "suspend"])
 def test_stop_all_cuts_running_and_suspended_trials_and_restore_keeps_it(
     make_tuner, log, checkpoint
 ):
+    gate = threading.Event()
     tuner = make_tuner(
-        trainables.steps,
-        {"steps": LONG, "interval": 0.005, "checkpoint": checkpoint, "x": nt.grid(range(4))},
+        until_opened(gate),
+        {"steps": 5, "checkpoint": checkpoint, "x": nt.grid(range(4))},
         metric="loss",
         callbacks=[log],
         executor=nt.ThreadExecutor(),
@@ -170,10 +189,11 @@ def test_stop_all_cuts_running_and_suspended_trials_and_restore_keeps_it(
     log.wait_for(paused(1))
     if checkpoint:
         log.wait_for(reported(2))  # trial 1's worker went to trial 2
-    waiting = tuner.add_trial({"steps": 3, "interval": 0.0, "checkpoint": checkpoint, "x": 9})
+    waiting = tuner.add_trial({"steps": 5, "checkpoint": checkpoint, "x": 9})
     tuner.stop()
     assert tuner.wait(60)
     assert tuner.state == "stopped"
+    gate.set()
     # A trial paused by checkpoint stays resumable; a suspended one cannot be saved: it ends.
     if checkpoint:
         statuses = ["TERMINATED", "PAUSED", "TERMINATED", "PENDING"]
@@ -185,7 +205,7 @@ def test_stop_all_cuts_running_and_suspended_trials_and_restore_keeps_it(
     assert stopped_by(tuner) == stopped_by(nt.load(tuner.path)) == cut
 
     again = nt.Tuner.restore(
-        tuner.path, trainables.steps, progress=False, executor=nt.ThreadExecutor()
+        tuner.path, until_opened(gate), progress=False, executor=nt.ThreadExecutor()
     )
     again.run()
     assert (again.dataframe()["status"] == "TERMINATED").all()
