@@ -74,6 +74,26 @@ def test_hyperband_s_cuts_at_its_rungs_are_the_scheduler_s(make_tuner):
     assert stopped_by(tuner) == {**dict.fromkeys(range(9), "scheduler"), 2: None}
 
 
+def test_the_trials_pbt_replaces_are_the_scheduler_s_and_the_others_ran_to_their_end(
+    make_tuner,
+):
+    tuner = make_tuner(
+        trainables.accumulate,
+        {"lr": nt.grid([1, 10, 100, 1000]), "max_t": 10, "interval": 0.01},
+        metric="loss",
+        scheduler=nt.PBT(perturbation_interval=3, hyperparam_mutations={"lr": [1, 10, 100]}),
+        max_concurrent=4,
+        seed=0,
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    forks = sum(trial.origin == "scheduler" for trial in tuner.trials)
+    replaced = {t for t, by in stopped_by(tuner).items() if by == "scheduler"}
+    assert forks >= 1, "lr=1 stays at the bottom, so it is replaced"
+    assert len(replaced) == forks, "each fork takes the place of a trial PBT stopped"
+    assert set(stopped_by(tuner).values()) == {"scheduler", None}
+
+
 def test_the_stop_criteria_are_told_apart_from_a_trial_s_own_end(make_tuner):
     tuner = make_tuner(
         trainables.count_up,
