@@ -57,8 +57,9 @@ class DashboardSource(Protocol):
 
         "paused": the run is live but nothing runs and nothing will start by itself: after
         Pause all (a trial added meanwhile waits too), or once every unfinished trial is
-        paused by hand and the searcher has no more to suggest. It is "running" again once a
-        trial is resumed. A run that has ended is "finished", "stopped" or "failed".
+        paused by hand and no new one starts in their place (the searcher has nothing to give,
+        or suspended trials hold every worker). It is "running" again once a trial is
+        resumed. A run that has ended is "finished", "stopped" or "failed".
         """
 
     @property

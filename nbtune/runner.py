@@ -146,6 +146,8 @@ class TrialRunner:
         self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
         self._stopping: str | None = None
         self._stopped_by = "user"
+        self._searcher_waits = False
+        """The searcher had nothing to give at its last ask (a `ConcurrencyLimiter` at its cap)."""
         self._stopping_since = 0.0
         self._holds_trials = False
         self._closed = False
@@ -233,7 +235,7 @@ class TrialRunner:
     def holds_every_trial(self) -> bool:
         """Whether the run goes on but nothing runs and nothing will start by itself: Pause all
         holds it and no trial runs any more (a trial added meanwhile waits), or every
-        unfinished trial is PAUSED and the searcher has nothing left to suggest. Any thread
+        unfinished trial is PAUSED and no new one starts (see `_starts_none`). Any thread
         may ask."""
         with self.lock:
             if self.state != "running" or self._stopping is not None or self.done.is_set():
@@ -242,7 +244,15 @@ class TrialRunner:
                 return all(trial.status is not TrialStatus.RUNNING for trial in self.book)
             unfinished = [trial for trial in self.book if not trial.status.is_finished]
             paused = all(trial.status is TrialStatus.PAUSED for trial in unfinished)
-            return bool(unfinished) and paused and self.searcher.is_finished
+            return bool(unfinished) and paused and self._starts_none()
+
+    def _starts_none(self) -> bool:
+        """Whether no new trial starts while the paused ones stay paused: the searcher has
+        nothing left (or nothing now), or trials the user suspended hold every worker."""
+        if self.searcher.is_finished or self._searcher_waits:
+            return True
+        held = [live for live in self.book.live.values() if live.on_worker]
+        return len(held) >= self.max_concurrent and all(live.user_paused for live in held)
 
     # ----- the loop ---------------------------------------------------------------------------
 
@@ -418,6 +428,7 @@ class TrialRunner:
         queue_all = self.scheduler.shares_time and self.searcher.planned_trials is not None
         while not self.searcher.is_finished and (queue_all or not self.book.queue):
             config = self.searcher.suggest(len(self.book))
+            self._searcher_waits = config is None
             if config is None:
                 return
             self.add_trial(config, origin="searcher")

@@ -560,8 +560,8 @@ class Tuner(ResultsView):
     @property
     def state(self) -> str:
         """ "pending" (not started), "running", "paused" (live, but nothing runs and nothing
-        starts by itself: after `pause_all`, or once each trial is paused by hand and the
-        searcher has no more to suggest), "finished", "stopped" or "failed"."""
+        starts by itself: after `pause_all`, or once each trial is paused by hand and no new
+        one starts in their place), "finished", "stopped" or "failed"."""
         runner = self._runner
         if runner is None:
             return "pending"

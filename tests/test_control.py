@@ -183,10 +183,27 @@ def test_the_run_is_paused_while_pause_all_holds_it(make_tuner, log):
     assert tuner.state == "stopped"
 
 
-@pytest.mark.parametrize("checkpoint", [True, False], ids=["checkpoint", "suspend"])
-def test_the_run_is_paused_once_each_trial_is_paused_by_hand(make_tuner, log, checkpoint):
-    space = {"steps": LONG, "checkpoint": checkpoint, "x": nt.grid([0, 1])}
-    tuner = make_tuner(trainables.steps, space, callbacks=[log], executor=nt.ThreadExecutor())
+HELD = {
+    "checkpointed, nothing left to suggest": (True, 2, None),
+    "suspended, holding every worker": (False, 4, None),
+    "checkpointed, the searcher at its cap": (True, 4, 2),
+}
+"""Trials checkpoint?, grid points, a ConcurrencyLimiter's cap: each leaves no new trial to
+start once trials 0 and 1 are paused."""
+
+
+@pytest.mark.parametrize("held", HELD)
+def test_the_run_is_paused_once_each_trial_is_paused_by_hand(make_tuner, log, held):
+    checkpoint, points, cap = HELD[held]
+    space = {"steps": LONG, "checkpoint": checkpoint, "x": nt.grid(range(points))}
+    searcher = nt.RandomSearch() if cap is None else nt.ConcurrencyLimiter(nt.RandomSearch(), cap)
+    tuner = make_tuner(
+        trainables.steps,
+        space,
+        searcher=searcher,
+        callbacks=[log],
+        executor=nt.ThreadExecutor(),
+    )
     tuner.start()
     log.wait_for(result_of(1, 1))
     tuner.pause(0)
@@ -195,6 +212,7 @@ def test_the_run_is_paused_once_each_trial_is_paused_by_hand(make_tuner, log, ch
     tuner.pause(1)
     log.wait_for(event_of(TrialPaused, 1))
     assert tuner.state == "paused"
+    assert len(tuner.trials) == 2, "no trial started in their place"
     tuner.resume(0)
     assert tuner.state == "running"
     tuner.stop()
