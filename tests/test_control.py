@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import trainables
@@ -265,8 +266,16 @@ def test_set_max_concurrent_takes_effect_at_once(make_tuner, log):
 
 
 def test_lowering_max_concurrent_sends_the_newest_trials_back_to_the_queue(make_tuner, log):
-    space = {"steps": 15, "checkpoint": True, "x": nt.grid(range(3))}
-    tuner = make_tuner(trainables.steps, space, metric="loss", max_concurrent=3, callbacks=[log])
+    finish = threading.Event()
+    space = {"steps": LONG, "checkpoint": True, "x": nt.grid(range(3))}
+    tuner = make_tuner(
+        trainables.steps,
+        space,
+        metric="loss",
+        max_concurrent=3,
+        stop=lambda trial_id, result: finish.is_set(),
+        callbacks=[log],
+    )
     tuner.start()
     for trial_id in range(3):
         log.wait_for(result_of(trial_id, 1))
@@ -274,6 +283,7 @@ def test_lowering_max_concurrent_sends_the_newest_trials_back_to_the_queue(make_
     log.wait_for(lambda event: len(log.of(TrialPaused)) == 2)
     assert tuner.status.running == 1
     assert tuner.status.pending == 2, "sent back to the queue, not paused for the user"
+    finish.set()  # each trial ends at its next report, the queued ones once they run again
     assert tuner.wait(30)
     history = tuner.history()
     assert (history["step"] == history["training_iteration"]).all(), "no work repeated"
