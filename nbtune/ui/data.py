@@ -185,7 +185,7 @@ def state_of(trial: Trial) -> str:
     finished trial that was stopped before its end: by the user, a scheduler or a stop
     criterion) or "error"."""
     if trial.status is TrialStatus.TERMINATED:
-        return "stopped" if getattr(trial, "stopped_by", None) else "completed"
+        return "stopped" if trial.stopped_by else "completed"
     return trial.status.value.lower()
 
 

@@ -183,7 +183,7 @@ def _values(trial: Trial, metric: str | None, columns: Sequence[Column]) -> dict
         "best": trial.best_value,
         "iteration": trial.iteration,
         "runtime": _runtime(trial),
-        "stopped_by": getattr(trial, "stopped_by", None) or "",
+        "stopped_by": trial.stopped_by or "",
     }
     for column in columns:
         if column.key.startswith("config/"):

@@ -209,7 +209,7 @@ def trial_html(
     config = SearchSpace.flatten(trial.config)
     parts = [
         f"<b>trial {trial.trial_id}</b> {badge(trial.status.value)} · iteration {trial.iteration}"
-        + (f" · stopped by {html.escape(_stopped_by(trial))}" if _stopped_by(trial) else ""),
+        + (f" · stopped by {html.escape(trial.stopped_by)}" if trial.stopped_by else ""),
         "<i>click a trial in the table to see it here</i>",
         _pairs_table("configuration", config),
         _pairs_table("last result", trial.last_result),
@@ -227,10 +227,6 @@ def trial_html(
             f"<details><summary>output</summary><pre>{html.escape(output)}</pre></details>"
         )
     return "<div class='nbtune-trial'>" + "".join(f"<div>{p}</div>" for p in parts) + "</div>"
-
-
-def _stopped_by(trial: Trial) -> str | None:
-    return getattr(trial, "stopped_by", None) or None
 
 
 def _pairs_table(title: str, values: Mapping[str, Any]) -> str:
