@@ -424,7 +424,8 @@ class Dashboard:
             self.widget.children = [self.message]
             self._draw_message()
             return
-        self._guarded("charts", _import_plotly)
+        with self._lock:
+            self._guarded("charts", _import_plotly)
         while True:
             self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
             self._dirty.clear()
@@ -530,7 +531,8 @@ def _import_plotly() -> None:
     pandas comes first, by a plain import, which waits for another thread that may be
     importing it at the same moment (the kernel's, for a DataFrame): plotly looks pandas up in
     `sys.modules` as it draws, and would find it half made there ("partially initialized
-    module 'pandas' has no attribute 'Series'")."""
+    module 'pandas' has no attribute 'Series'"). Called under the redraw lock, so that no
+    redraw from another thread draws meanwhile."""
     import pandas  # noqa: F401
     import plotly.graph_objects  # noqa: F401
 
