@@ -491,10 +491,23 @@ class Tuner(ResultsView):
 
     @property
     def planned_trials(self) -> int | None:
-        """How many trials the searcher plans in all, `extend` included: `num_samples` times
-        the grid for `RandomSearch`, times `repeat` under a `Repeater`. None before the run
-        starts, or if the searcher cannot say. Trials added by hand or forked come on top."""
-        return None if self._runner is None else self.searcher.planned_trials
+        """How many trials the searcher plans in all, `extend` and a restored run's extra
+        samples included: `num_samples` times the grid for `RandomSearch` (points to evaluate
+        among them), times `repeat` under a `Repeater`. None before the run starts, or if the
+        searcher cannot say. Trials added by hand, forked or made by a scheduler come on top
+        (their `origin` is not "searcher").
+
+        Once the run has ended, nothing more starts in it: it is the number of trials the
+        searcher did suggest, so that a run stopped early shows no pending trials that will
+        never run (`Tuner.restore` plans the rest again).
+        """
+        runner = self._runner
+        if runner is None:
+            return None
+        with runner.lock:
+            if runner.done.is_set():
+                return sum(trial.origin == "searcher" for trial in runner.trials.values())
+            return self.searcher.planned_trials
 
     def _for_each(self, trial_ids: Sequence[Any], method: str, **options: Any) -> Callable:
         if not trial_ids:
@@ -546,8 +559,13 @@ class Tuner(ResultsView):
 
     @property
     def state(self) -> str:
-        """ "pending" (not started), "running", "finished", "stopped" or "failed"."""
-        return "pending" if self._runner is None else self._runner.state
+        """ "pending" (not started), "running", "paused" (live, but nothing runs and nothing
+        starts by itself: after `pause_all`, or once each trial is paused by hand and no new
+        one starts in their place), "finished", "stopped" or "failed"."""
+        runner = self._runner
+        if runner is None:
+            return "pending"
+        return "paused" if runner.holds_every_trial() else runner.state
 
     @property
     def trials(self) -> list[Trial]:

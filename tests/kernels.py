@@ -94,16 +94,22 @@ class Kernel:
 
     def click(self, comm_id: str) -> None:
         """Send a button click exactly as the widget front end does."""
-        content = {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        self.send(comm_id, {"event": "click"})
+
+    def send(self, comm_id: str, message: dict) -> None:
+        """Send a widget's custom message (a click, a row's action) as the front end does."""
+        content = {"comm_id": comm_id, "data": {"method": "custom", "content": message}}
         self.client.shell_channel.send(self.client.session.msg("comm_msg", content))
 
-    def click_then_run(self, comm_id: str, code: str) -> Cell:
-        """Click, then run `code`: during the click where subshells serve clicks, else after."""
+    def click_then_run(self, comm_id: str, code: str, message: dict | None = None) -> Cell:
+        """Click (or send `message`), then run `code`: during the click where subshells serve
+        clicks, else after."""
+        message = message or {"event": "click"}
         if not self.subshells:
-            self.click(comm_id)
+            self.send(comm_id, message)
             return self.run(code)
         busy = self.start(code)
-        self.click(comm_id)
+        self.send(comm_id, message)
         return self.collect(busy)
 
     def shutdown(self) -> None:

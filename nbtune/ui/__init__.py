@@ -1,19 +1,28 @@
-"""The notebook front end: the live dashboard and the plots. Imports ipywidgets and plotly."""
+"""The notebook front end: the live dashboard and the plots. Imports ipywidgets and plotly.
 
-from nbtune.ui.figures import (
-    plot_best_so_far,
-    plot_history,
-    plot_parallel_coordinates,
-    plot_param_importance,
-    plot_param_scatter,
-)
-from nbtune.ui.pareto import plot_pareto_front
+The plots are imported on first use, so that showing a dashboard does not wait for plotly:
+its charts are made on the dashboard's own thread.
+"""
 
-__all__ = [
-    "plot_best_so_far",
-    "plot_history",
-    "plot_parallel_coordinates",
-    "plot_param_importance",
-    "plot_param_scatter",
-    "plot_pareto_front",
-]
+from __future__ import annotations
+
+from typing import Any
+
+_PLOTS = {
+    "plot_best_so_far": "nbtune.ui.figures",
+    "plot_history": "nbtune.ui.figures",
+    "plot_parallel_coordinates": "nbtune.ui.figures",
+    "plot_param_importance": "nbtune.ui.figures",
+    "plot_param_scatter": "nbtune.ui.figures",
+    "plot_pareto_front": "nbtune.ui.pareto",
+}
+
+__all__ = sorted(_PLOTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PLOTS:
+        raise AttributeError(f"module 'nbtune.ui' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_PLOTS[name]), name)

@@ -1,16 +1,28 @@
-"""The live dashboard: header, run controls, trials table, charts, DataFrame and errors.
+"""The live dashboard: header, run controls, trials table, charts and views of the run.
 
     runner thread                 dashboard's refresh thread            browser
     -------------                 --------------------------            -------
     bus.publish(event) ---------> _on_event: set a flag (nothing else)
+                                  first: builds the widgets (plotly's import and the first
+                                  FigureWidget take seconds: never in the user's cell)
                                   wakes, at most every `refresh_s`:
                                     snapshot = tuner's trials + results
                                     one hold_sync / batch_update per widget --> comm_msgs
     button click (kernel main thread, or a subshell while a cell is busy) --> tuner.pause(...)
+    table message ("rendered", "sort", "hover", "action", ...) ----------> the same, or a redraw
 
 The runner never waits for the dashboard, and a thousand results a second cost the browser
 about ten redraws. Updates from the refresh thread are trait changes only: no print, no
-display, no clear_output.
+display, no clear_output, no log record that a handler could print under some cell.
+
+A part that fails to draw (the header and table, or one chart) shows one line in the dashboard
+with its traceback folded under it, and is tried again only after `RETRY_AFTER_S`.
+
+Where no anywidget front end draws the table within `RENDER_GRACE_S` of the dashboard being
+shown (a front end that refuses third-party widgets, a notebook opened without its kernel's
+extensions), the table becomes plain HTML with core widgets to steer it, and each chart a static
+plotly figure redrawn about once a second; where the table draws but a chart does not (plotly's
+FigureWidget is blank in some front ends), only the charts become static.
 
 The core never imports this module: `import nbtune` registers `Dashboard` in
 `nbtune.front_end`, and `Tuner.dashboard()` makes one through it. The dashboard reads its source
@@ -25,41 +37,48 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ipywidgets as widgets
-import pandas  # noqa: F401  (imported here, before the refresh thread: plotly looks it up lazily)
-import plotly.graph_objects as go
 
 from nbtune.events import Event, ExperimentDone
 from nbtune.front_end import DashboardSource
 from nbtune.objectives import is_several, primary
-from nbtune.results import trials_frame
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import best_so_far_data, history_data, parameter_data
-from nbtune.ui.figures import (
-    best_so_far_figure,
-    history_figure,
-    parallel_coordinates_figure,
-    parameter_scatter_figure,
+from nbtune.ui.data import log_scale_names
+from nbtune.ui.summary import SummarySlot, best_html, title_html
+from nbtune.ui.table import (
+    StaticTable,
+    TableView,
+    TrialTableWidget,
+    page_state,
+    short,
+    table_page,
 )
-from nbtune.ui.pareto import pareto_data, pareto_figure
-from nbtune.ui.subshell import serve_on_subshell
-from nbtune.ui.summary import SummarySlot, best_html, counts_html, title_html
-from nbtune.ui.table import TrialTable
+from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
 
 logger = logging.getLogger("nbtune")
-_CHARTS = ("learning curves", "best so far", "parallel coordinates", "parameters")
-_TABS = (*_CHARTS, "dataframe", "errors")
 
-
+CHARTS = ("learning curves", "best so far", "parallel coordinates", "parameters", "importance")
+VIEWS = ("trial", "dataframe", "errors")
+RETRY_AFTER_S = 5.0
+"""How long a part that failed to draw waits before it is tried again."""
+RENDER_GRACE_S = 8.0
+"""How long the browser has to draw the table, or a chart once it is made, before the dashboard
+falls back to static HTML."""
+BUILD_TIMEOUT_S = 60.0
+"""How long a redraw asked for from another thread waits for the widgets to be built."""
 _DISK_READ_EVERY_S = 2.0
 """How often the dashboard adds up the checkpoints on disk (it walks the run's folders)."""
 
 
 class Dashboard:
     """A live view of a Tuner, or a read-only view of a finished or loaded experiment.
+
+    A live dashboard returns at once: its widgets are built on its refresh thread, and `ready`
+    is set once they are.
 
     Args:
         source: what to show, read through `DashboardSource`: a `Tuner` (live while it runs)
@@ -74,40 +93,50 @@ class Dashboard:
         self.source = source
         self.refresh_s = refresh_s
         self.redraws = 0
+        self.ready = threading.Event()
+        self.view = TableView(page_size=page_size)
+        self.selected: int | None = None
+        self.highlighted: int | None = None
+        self.dark = False
+        self.rendered = False
+        self.static_charts = False
+        self.failures: dict[str, tuple[float, str, str]] = {}
+        self.command_error = ""
+        self.notice = ""
         self._started = time.time()
+        self._shown_at: float | None = None
         self._disk = ""
         self._disk_read_at = -math.inf
         self._dirty = threading.Event()
         self._closing = threading.Event()
-        self._lock = threading.Lock()
-        self.table = TrialTable(self._command, page_size)
-        self._build()
+        self._lock = threading.RLock()
+        self.message = widgets.HTML()
+        self.widget = widgets.VBox([widgets.HTML(title_html(source.name, "starting"))])
+        self.widget.add_class("nbtune-dashboard")
         if not self.live:
+            self._build()
             self.redraw()
-        else:
-            self._dirty.set()
-            self._unsubscribe = source.subscribe(self._on_event)
-            context = contextvars.copy_context()
-            self._thread = threading.Thread(
-                target=context.run,
-                args=(self._refresh_loop,),
-                name="nbtune-dashboard",
-                daemon=True,
-            )
-            self._thread.start()
-
-    # ----- what it shows ----------------------------------------------------------------------
+            return
+        self._dirty.set()
+        self._unsubscribe = source.subscribe(self._on_event)
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._refresh_loop,), name="nbtune-dashboard", daemon=True
+        )
+        self._thread.start()
 
     @property
     def live(self) -> bool:
         return self.source.live
 
+    # ----- building ---------------------------------------------------------------------------
+
     def _build(self) -> None:
         self.title = widgets.HTML()
-        self.progress = widgets.IntProgress(min=0, max=1, layout=widgets.Layout(width="300px"))
+        self.progress = widgets.IntProgress(min=0, max=1, layout=widgets.Layout(width="240px"))
+        self.done = widgets.HTML()
         self.counts = widgets.HTML()
         self.best = widgets.HTML()
-        self.message = widgets.HTML()
         self.pause_all = widgets.Button(
             description="Pause all", icon="pause", tooltip="Pause every trial; start none"
         )
@@ -124,82 +153,161 @@ class Dashboard:
             value=self.source.max_concurrent,
             min=1,
             max=512,
-            description="at once",
-            layout=widgets.Layout(width="160px"),
+            description="max concurrent trials",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="220px"),
         )
         self.pause_all.on_click(lambda _: self._act(self.source.pause_all))
         self.resume_all.on_click(lambda _: self._act(self.source.resume_all))
         self.stop_all.on_click(lambda _: self._act(self.source.stop))
         self.concurrency.observe(self._on_concurrency, names="value")
-        self.figures: dict[str, go.FigureWidget] = {}
-        self._drawn: dict = {}
+        self.table = TrialTableWidget()
+        self.table.on_msg(lambda _, content, __: self._on_table(content))
+        self.static_table: StaticTable | None = None
+        several = is_several(self.source.metric)
+        self.tab_names = (*(("pareto",) if several else ()), *CHARTS, *VIEWS)
+        self.charts = {
+            name: ChartTab(name, self._dirty.set) for name in self.tab_names if name not in VIEWS
+        }
+        self.log_scale = log_scale_names(getattr(self.source, "space", None))
+        self.trial_view = widgets.HTML()
         self.frame = widgets.HTML()
         self.errors = widgets.HTML()
-        self.tab_names = (*(("pareto",) if is_several(self.source.metric) else ()), *_TABS)
-        placeholders = [widgets.HTML("<i>drawing…</i>") for _ in self.tab_names[:-2]]
-        self.tabs = widgets.Tab(children=[*placeholders, self.frame, self.errors])
-        for index, name in enumerate(self.tab_names):
-            self.tabs.set_title(index, name)
-        self.tabs.observe(lambda _: self.redraw(), names="selected_index")
+        views = {"trial": self.trial_view, "dataframe": self.frame, "errors": self.errors}
+        self.tabs = widgets.Tab(
+            children=[
+                self.charts[name].widget if name in self.charts else views[name]
+                for name in self.tab_names
+            ],
+            titles=self.tab_names,
+        )
+        self.tabs.observe(lambda _: self._dirty.set(), names="selected_index")
         self.controls = widgets.HBox(
             [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
         )
-        self.widget = widgets.VBox(
-            [
+        self.controls.layout.display = "" if self.live else "none"
+        with self.widget.hold_sync():
+            self.widget.children = [
                 self.title,
-                widgets.HBox([self.progress, self.counts]),
+                widgets.HBox([self.progress, self.done, self.counts]),
                 self.best,
                 self.controls,
                 self.message,
-                self.table.widget,
+                self.table,
                 self.tabs,
             ]
-        )
-        self.clicks_while_busy = self.live and serve_on_subshell(self._clickable())
+        self.clicks_while_busy = self.live and self._serve_clicks_on_subshell()
         if self.live and not self.clicks_while_busy:
-            self.message.value = (
-                "<i>Buttons act between cells here: this kernel cannot serve them while a cell "
-                "runs (that needs ipykernel 7's subshells).</i>"
+            self.notice = (
+                "Buttons act between cells here: this kernel cannot serve them while a cell "
+                "runs (that needs ipykernel 7's subshells)."
             )
-        self.controls.layout.display = "" if self.live else "none"
+        self._draw_message()
+        self.ready.set()
 
-    def _clickable(self) -> list[widgets.Widget]:
-        row_buttons = [b for row in self.table.rows for b in row.buttons.values()]
-        return [
+    def _serve_clicks_on_subshell(self) -> bool:
+        from nbtune.ui.subshell import serve_on_subshell
+
+        clickable = [
             self.pause_all,
             self.resume_all,
             self.stop_all,
             self.concurrency,
-            *row_buttons,
-            self.table.previous,
-            self.table.next,
-            self.table.sort,
+            self.table,
             self.tabs,
+            *(self.static_table.clickable() if self.static_table else ()),
+            *(control for chart in self.charts.values() for control in chart.controls()),
         ]
+        return serve_on_subshell(clickable)
+
+    # ----- drawing ----------------------------------------------------------------------------
+
+    @property
+    def selected_tab(self) -> str:
+        return self.tab_names[self.tabs.selected_index or 0]
 
     def redraw(self) -> None:
-        """Draw the current snapshot; only the visible chart or view is recomputed."""
+        """Draw the current snapshot; only the visible chart or view is recomputed.
+
+        Each part that fails shows one line instead (see `failures`); it does not stop the others.
+        Called before the widgets are built, it waits for them (up to `BUILD_TIMEOUT_S`).
+        """
+        if not self.ready.wait(BUILD_TIMEOUT_S):
+            return
         with self._lock:
             trials, rows = self.source.snapshot()
-            metric, mode = self.source.metric, self.source.mode
             live = self.live
-            with self.widget.hold_sync():
-                self._draw_header(trials, metric, mode, live)
-                self.table.update(trials, *primary(metric, mode), live)
-                self._draw_tab(trials, rows, metric, mode)
-                self.controls.layout.display = "" if live else "none"
+            self._guarded("table", lambda: self._draw_top(trials, live))
+            tab = self.selected_tab
+            self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
+            self._draw_message()
             self.redraws += 1
 
-    def _draw_header(
-        self, trials: Sequence[Trial], metric: str | None, mode: str, live: bool
-    ) -> None:
-        elapsed = time.time() - self._started if live else None
-        self.title.value = title_html(self.source.name, self.source.state, elapsed)
-        finished = sum(trial.status.is_finished for trial in trials)
-        self.progress.max = max(1, self._planned(trials))
-        self.progress.value = min(finished, self.progress.max)
-        self.counts.value = counts_html(trials) + self._checkpoints_on_disk(trials)
-        self.best.value = best_html(trials, metric, mode)
+    def _guarded(self, part: str, draw: Callable[[], None]) -> None:
+        failed = self.failures.get(part)
+        if failed is not None and time.monotonic() - failed[0] < RETRY_AFTER_S:
+            return
+        try:
+            draw()
+        except Exception as exc:
+            summary = f"{type(exc).__name__}: {_first_line(exc)}"
+            if failed is None or failed[1] != summary:
+                logger.debug("nbtune: the dashboard's %s failed to draw", part, exc_info=True)
+            self.failures[part] = (time.monotonic(), summary, traceback.format_exc())
+            if part in getattr(self, "charts", {}):
+                self.charts[part].reset()
+            return
+        self.failures.pop(part, None)
+
+    def _draw_message(self) -> None:
+        lines = [
+            f"<details class='nbtune-error'><summary style='color:#d62728'>the {html.escape(part)}"
+            f" could not be drawn: {html.escape(summary)} (tried again every"
+            f" {RETRY_AFTER_S:.0f} s)</summary><pre>{html.escape(trace)}</pre></details>"
+            for part, (_, summary, trace) in self.failures.items()
+        ]
+        if self.command_error:
+            lines.insert(0, f"<span style='color:#d62728'>{html.escape(self.command_error)}</span>")
+        notice = f"<i>{html.escape(self.notice)}</i>" if self.notice else ""
+        text = "".join(lines) or notice
+        if self.message.value != text:
+            self.message.value = text
+
+    def _draw_top(self, trials: Sequence[Trial], live: bool) -> None:
+        metric, _ = primary(self.source.metric, self.source.mode)
+        page = table_page(trials, metric, self.view, live, self._planned(trials))
+        self.view = TableView(
+            self.view.sort, self.view.descending, self.view.status, page.page, self.view.page_size
+        )
+        with self.widget.hold_sync():
+            elapsed = time.time() - self._started if live else None
+            self.title.value = title_html(self.source.name, self.source.state, elapsed)
+            finished = sum(trial.status.is_finished for trial in trials)
+            planned = len(trials) + page.unstarted
+            self.progress.max = max(1, planned)
+            self.progress.value = min(finished, self.progress.max)
+            self.done.value = f"<b>{finished} / {planned}</b> trials done&nbsp;"
+            self.counts.value = _counts_html(page.counts) + self._checkpoints_on_disk(trials)
+            self.best.value = best_html(trials, self.source.metric, self.source.mode)
+            self.controls.layout.display = "" if live else "none"
+            state = page_state(page)
+            with self.table.hold_sync():
+                self.table.table = state
+                self.table.sort = self.view.sort
+                self.table.descending = self.view.descending
+                self.table.status = self.view.status
+                self.table.selected = -1 if self.selected is None else self.selected
+                self.table.highlighted = -1 if self.highlighted is None else self.highlighted
+            if self.static_table is not None:
+                self.static_table.draw(state, self.view, self.selected)
+
+    def _planned(self, trials: Sequence[Trial]) -> int | None:
+        """The trials the run will have in all: those the searcher plans, plus those it did not
+        suggest (added by hand, forked, cloned by a scheduler); None if it cannot say."""
+        planned = self.source.planned_trials
+        if planned is None:
+            return None
+        return planned + sum(trial.origin != "searcher" for trial in trials)
 
     def _checkpoints_on_disk(self, trials: Sequence[Trial]) -> str:
         """The run's checkpoints in megabytes, read from disk at most every few seconds."""
@@ -210,59 +318,34 @@ class Dashboard:
             self._disk = f" · checkpoints {total:.1f} MB" if total else ""
         return self._disk
 
-    def _planned(self, trials: Sequence[Trial]) -> int:
-        """The progress bar's end: the trials the searcher plans, plus those it did not suggest
-        (added by hand, forked, cloned by a scheduler); the trials so far if it cannot say."""
-        planned = self.source.planned_trials
-        if planned is None:
-            return len(trials)
-        unplanned = sum(trial.origin != "searcher" for trial in trials)
-        return max(len(trials), planned + unplanned)
-
     def _draw_tab(
-        self,
-        trials: Sequence[Trial],
-        rows: Sequence[Mapping[str, Any]],
-        metric: str | None,
-        mode: str,
+        self, tab: str, trials: Sequence[Trial], rows: Sequence[Mapping[str, Any]]
     ) -> None:
-        tab = self.tab_names[self.tabs.selected_index or 0]
+        metric, mode = self.source.metric, self.source.mode
         if tab == "dataframe":
-            self.frame.value = trials_frame(trials, metric, mode).to_html(max_rows=60)
+            from nbtune.results import trials_frame
+
+            frame = trials_frame(trials, metric, mode)
+            self.frame.value = frame.to_html(max_rows=60, float_format=short)
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
-        elif tab == "pareto":
-            pareto_figure(pareto_data(trials, metric, mode), self._figure(tab))
+        elif tab == "trial":
+            self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
         elif metric is not None:
-            self._draw_chart(tab, trials, rows, *primary(metric, mode))
+            chart = self.charts[tab]
+            look = Look(self.dark, self.highlighted, self.log_scale)
+            chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
-    def _figure(self, tab: str) -> go.FigureWidget:
-        """The chart's FigureWidget, made when first shown: plotly's first one takes seconds,
-        which a live dashboard spends on its refresh thread, not in the user's cell."""
-        if tab not in self.figures:
-            self.figures[tab] = go.FigureWidget()
-            children = list(self.tabs.children)
-            children[self.tab_names.index(tab)] = self.figures[tab]
-            self.tabs.children = children
-        return self.figures[tab]
-
-    def _draw_chart(
-        self,
-        tab: str,
-        trials: Sequence[Trial],
-        rows: Sequence[Mapping[str, Any]],
-        metric: str,
-        mode: str,
-    ) -> None:
-        figure = self._figure(tab)
-        if tab == "learning curves":
-            history_figure(history_data(trials, rows, metric, mode), figure, self._drawn)
-        elif tab == "best so far":
-            best_so_far_figure(best_so_far_data(rows, metric, mode), figure)
-        elif tab == "parallel coordinates":
-            parallel_coordinates_figure(parameter_data(trials, metric), figure)
-        else:
-            parameter_scatter_figure(parameter_data(trials, metric), figure)
+    def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
+        """The trial the "trial" tab shows: the one picked in the table, else the best."""
+        by_id = {trial.trial_id: trial for trial in trials}
+        if self.selected in by_id:
+            return by_id[self.selected]
+        scored = [trial for trial in trials if trial.best_value is not None]
+        if not scored:
+            return trials[0] if trials else None
+        _, mode = primary(self.source.metric, self.source.mode)
+        return (min if mode == "min" else max)(scored, key=lambda trial: trial.best_value)
 
     def _errors_html(self, trials: Sequence[Trial]) -> str:
         failed = [t for t in trials if t.status is TrialStatus.ERROR]
@@ -271,12 +354,61 @@ class Dashboard:
         parts = []
         for trial in failed:
             error_file = self.source.path / "trials" / str(trial.trial_id) / "error.txt"
-            traceback = error_file.read_text() if error_file.exists() else ""
+            text = error_file.read_text() if error_file.exists() else ""
             parts.append(
                 f"<details><summary>trial {trial.trial_id}: {html.escape(trial.error or '')}"
-                f"</summary><pre>{html.escape(traceback)}</pre></details>"
+                f"</summary><pre>{html.escape(text)}</pre></details>"
             )
         return "".join(parts)
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        """The charts drawn so far, by tab: plotly figures (`FigureWidget`s, or plain figures
+        where the dashboard fell back to static charts)."""
+        return {name: chart.figure for name, chart in self.charts.items() if chart.figure}
+
+    def visible_ids(self) -> list[int]:
+        """The ids of the trials the table's current page shows, top to bottom."""
+        return [row["id"] for row in self.table.table.get("rows", [])]
+
+    def actions(self, trial_id: int) -> list[str]:
+        """The buttons the table offers on a trial's line (none if it is not on the page)."""
+        rows = self.table.table.get("rows", [])
+        return next((row["actions"] for row in rows if row["id"] == trial_id), [])
+
+    # ----- the browser's messages -------------------------------------------------------------
+
+    def _on_table(self, content: Mapping[str, Any]) -> None:
+        """A message from the browser's table (or the static table's widgets)."""
+        kind = content.get("type")
+        if kind == "rendered":
+            self.rendered = True
+            self.dark = bool(content.get("dark"))
+        elif kind == "sort" and isinstance(content.get("key"), str):
+            self.view = self.view.sorted_by(content["key"])
+        elif kind == "descending":
+            self.view = self.view.sorted_by(self.view.sort)
+        elif kind == "filter" and content.get("status") in ("all", *_STATUSES):
+            self.view = self.view.filtered(content["status"])
+        elif kind == "page" and content.get("step") in (-1, 1):
+            self.view = self.view.turned(content["step"])
+        elif kind == "hover":
+            self.highlighted = _trial_id(content.get("trial_id"))
+        elif kind == "select":
+            self.selected = _trial_id(content.get("trial_id"))
+        elif kind == "action" and content.get("action") in ("pause", "resume", "stop"):
+            trial_id = _trial_id(content.get("trial_id"))
+            if trial_id is not None and self.live:
+                commands = {
+                    "pause": self.source.pause,
+                    "resume": self.source.resume,
+                    "stop": self.source.stop,
+                }
+                self._act(commands[content["action"]], trial_id)
+                return
+        self._dirty.set()
+        if not self.live:
+            self.redraw()
 
     # ----- live updates -----------------------------------------------------------------------
 
@@ -287,49 +419,77 @@ class Dashboard:
             self._closing.set()
 
     def _refresh_loop(self) -> None:
+        self._guarded("dashboard", self._build)
+        if not self.ready.is_set():
+            self.widget.children = [self.message]
+            self._draw_message()
+            return
+        with self._lock:
+            self._guarded("charts", _import_plotly)
         while True:
-            self._dirty.wait()
+            self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
             self._dirty.clear()
-            self._redraw_safely()
+            self._guarded("dashboard", self._check_front_end)
+            self.redraw()
             if self._closing.is_set():
                 self._unsubscribe()
-                self._redraw_safely()
+                self.redraw()
                 return
             self._closing.wait(self.refresh_s)
 
-    def _redraw_safely(self) -> None:
-        """Redraw from the refresh thread; a failure shows in the dashboard, not in some cell."""
-        try:
-            self.redraw()
-        except Exception as exc:
-            logger.exception("nbtune: the dashboard failed to redraw")
-            self.message.value = (
-                f"<span style='color:#d62728'>dashboard error: {html.escape(repr(exc))}</span>"
-            )
+    def _check_front_end(self) -> None:
+        """Fall back to static HTML where the browser has not drawn in time: the whole
+        dashboard if it did not draw the table (no anywidget), the charts alone if it drew the
+        table but not a chart (a front end where plotly's FigureWidget stays blank)."""
+        if self.static_charts or self._shown_at is None:
+            return
+        now = time.monotonic()
+        if not self.rendered:
+            if now - self._shown_at >= RENDER_GRACE_S:
+                self.use_static()
+            else:
+                self._dirty.set()
+            return
+        waiting = [chart for chart in self.charts.values() if chart.waits_to_render()]
+        if any(now - chart.made_at >= RENDER_GRACE_S for chart in waiting):
+            self.use_static(table=False)
+        elif waiting:
+            self._dirty.set()
+
+    def use_static(self, table: bool = True) -> None:
+        """Show the charts as static figures, and with `table` the table as HTML: nothing
+        then needs anywidget."""
+        with self._lock:
+            if table and self.static_table is None:
+                self.static_table = StaticTable(self._on_table)
+                children = list(self.widget.children)
+                children[children.index(self.table)] = self.static_table.widget
+                self.widget.children = children
+                if self.clicks_while_busy:
+                    from nbtune.ui.subshell import serve_on_subshell
+
+                    serve_on_subshell(self.static_table.clickable())
+            if not self.static_charts:
+                self.static_charts = True
+                for chart in self.charts.values():
+                    chart.reset()
+        self._dirty.set()
 
     # ----- commands ---------------------------------------------------------------------------
-
-    def _command(self, action: str, trial_id: int) -> None:
-        """A row's button: `action` is "pause", "resume" or "stop"."""
-        commands = {
-            "pause": self.source.pause,
-            "resume": self.source.resume,
-            "stop": self.source.stop,
-        }
-        self._act(commands[action], trial_id)
 
     def _on_concurrency(self, change: Mapping[str, Any]) -> None:
         if self.live and change["new"] != self.source.max_concurrent:
             self._act(self.source.set_max_concurrent, change["new"])
 
-    def _act(self, command, *args: Any) -> None:
+    def _act(self, command: Callable[..., Any], *args: Any) -> None:
         """Run a user command from a button; show its error instead of raising it."""
         try:
             command(*args)
         except Exception as exc:
-            self.message.value = f"<span style='color:#d62728'>{html.escape(str(exc))}</span>"
-            return
-        self.message.value = ""
+            self.command_error = str(exc)
+        else:
+            self.command_error = ""
+        self._draw_message()
         self._dirty.set()
 
     def close(self) -> None:
@@ -345,11 +505,58 @@ class Dashboard:
         from IPython.display import display
 
         display(self)
+        self._shown_at = time.monotonic()
+        self._dirty.set()
         shell = get_ipython()
         return None if getattr(shell, "kernel", None) is None else SummarySlot(self.source, shell)
 
-    def _repr_mimebundle_(self, **kwargs: Any):
-        return self.widget._repr_mimebundle_(**kwargs)
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The widget, and a short plain-text line for places that cannot show widgets (a
+        saved notebook on GitHub, nbconvert): the run's summary is shown under it instead."""
+        if self._shown_at is None:
+            self._shown_at = time.monotonic()
+            self._dirty.set()
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = f"nbtune dashboard of {self.source.name!r} (a live widget)"
+        return bundle
+
+
+_STATUSES = ("running", "pending", "paused", "terminated", "error")
+
+
+def _import_plotly() -> None:
+    """Import plotly now, on the refresh thread, while the first trials start: it takes about
+    a second, which would otherwise delay the first chart.
+
+    pandas comes first, by a plain import, which waits for another thread that may be
+    importing it at the same moment (the kernel's, for a DataFrame): plotly looks pandas up in
+    `sys.modules` as it draws, and would find it half made there ("partially initialized
+    module 'pandas' has no attribute 'Series'"). Called under the redraw lock, so that no
+    redraw from another thread draws meanwhile."""
+    import pandas  # noqa: F401
+    import plotly.graph_objects  # noqa: F401
+
+
+def _first_line(exc: Exception) -> str:
+    """The first line of an exception's message, at most 200 characters (a KeyError's own
+    message is the repr of its key, which puts every line of a text key on one)."""
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    line = (str(text).strip().splitlines() or [""])[0]
+    return line if len(line) <= 200 else line[:199] + "…"
+
+
+def _trial_id(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _counts_html(counts: Mapping[str, int]) -> str:
+    from nbtune.ui.table import badge
+
+    shown = " ".join(f"{badge(status)} {counts[status]}" for status in _ORDER if counts.get(status))
+    return shown or "no trials yet"
+
+
+_ORDER = ("PENDING", "RUNNING", "PAUSED", "TERMINATED", "ERROR")
 
 
 def _close_tree(widget: widgets.Widget) -> None:

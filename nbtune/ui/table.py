@@ -1,31 +1,49 @@
-"""The trials table: one row per trial, a page at a time, with Pause / Resume / Stop per row.
+"""The trials table: one line per trial, sortable by any column, filtered by status, paged.
 
-The rows are a fixed set of widgets that show whichever trials the current page holds, so a
-run of 1,000 trials costs the browser `page_size` rows, and turning a page only changes text.
+    snapshot --> table_page(...) --> TablePage (plain data: columns, the page's rows)
+                                         |
+                     TrialTableWidget (one anywidget model: the table is drawn in the browser;
+                     clicks on a header, a row or its buttons come back as messages)
+                     or, where no anywidget front end draws it, StaticTable (HTML + a few
+                     core widgets for sorting, filtering, paging and the trial's buttons)
+
+What to show is computed here in Python, once, for both: the browser only draws the page it is
+given, so a run of 1,000 trials costs it one page of rows, and the fallback shows the same page.
 """
 
 from __future__ import annotations
 
 import html
+import math
+import pathlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+import anywidget
 import ipywidgets as widgets
+import traitlets
 
+from nbtune.metrics import finite
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.figures import STATUS_COLORS
+from nbtune.ui.data import trial_color
+
+STATUS_COLORS = {
+    "PENDING": "#9e9e9e",
+    "RUNNING": "#1f77b4",
+    "PAUSED": "#ff9f1c",
+    "TERMINATED": "#2ca02c",
+    "ERROR": "#d62728",
+}
+ACTIONS = ("pause", "resume", "stop")
+STATUS_FILTERS = ("all", "running", "pending", "paused", "terminated", "error")
+CONFIG_WIDTH = 48
+"""Characters of a trial's configuration shown on its line; the whole of it is on hover."""
 
 Command = Callable[[str, int], None]
 """Called with ("pause" | "resume" | "stop", trial_id) when a row's button is clicked."""
-
-_SORTS = {
-    "id": ("trial id", False),
-    "best": ("best metric", False),
-    "newest": ("newest first", True),
-}
-_CELL = widgets.Layout(width="110px")
-_WIDE = widgets.Layout(width="320px")
 
 
 def badge(status: str) -> str:
@@ -36,63 +54,177 @@ def badge(status: str) -> str:
     )
 
 
-class _Row:
-    """The widgets of one table row; `show(trial)` points them at a trial."""
+def short(value: Any) -> str:
+    """A value as the table and the header show it: floats at 4 significant digits."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
 
-    def __init__(self, command: Command) -> None:
-        self.trial_id: int | None = None
-        self.status = widgets.HTML(layout=widgets.Layout(width="90px"))
-        self.ident = widgets.HTML(layout=widgets.Layout(width="40px"))
-        self.config = widgets.HTML(layout=_WIDE)
-        self.last = widgets.HTML(layout=_CELL)
-        self.best = widgets.HTML(layout=_CELL)
-        self.iteration = widgets.HTML(layout=widgets.Layout(width="60px"))
-        self.runtime = widgets.HTML(layout=widgets.Layout(width="70px"))
-        self.buttons = {
-            action: widgets.Button(
-                description=action.capitalize(),
-                tooltip=f"{action.capitalize()} this trial",
-                layout=widgets.Layout(width="80px"),
-            )
-            for action in ("pause", "resume", "stop")
-        }
-        for action, button in self.buttons.items():
-            button.on_click(lambda _, action=action: self._click(command, action))
-        self.box = widgets.HBox(
-            [
-                self.status,
-                self.ident,
-                self.config,
-                self.last,
-                self.best,
-                self.iteration,
-                self.runtime,
-                *self.buttons.values(),
-            ]
-        )
 
-    def _click(self, command: Command, action: str) -> None:
-        if self.trial_id is not None:
-            command(action, self.trial_id)
+@dataclass(frozen=True)
+class Column:
+    """A column of the table: `key` is what sorting names, `label` its heading."""
 
-    def show(self, trial: Trial | None, metric: str | None, live: bool) -> None:
-        self.trial_id = None if trial is None else trial.trial_id
-        self.box.layout.display = "none" if trial is None else ""
-        if trial is None:
-            return
-        self.status.value = badge(trial.status.value)
-        self.ident.value = str(trial.trial_id)
-        config = SearchSpace.flatten(trial.config)
-        self.config.value = html.escape(", ".join(f"{k}={_short(v)}" for k, v in config.items()))
-        last = trial.last_result.get(metric) if metric else None
-        self.last.value = _short(last) if last is not None else ""
-        self.best.value = "" if trial.best_value is None else _short(trial.best_value)
-        self.iteration.value = str(trial.iteration)
-        self.runtime.value = f"{_runtime(trial):.1f} s"
-        possible = _possible_actions(trial) if live else set()
-        for action, button in self.buttons.items():
-            button.layout.visibility = "visible" if action in possible else "hidden"
-            button.tooltip = f"{action.capitalize()} trial {trial.trial_id}"
+    key: str
+    label: str
+    numeric: bool = True
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One trial's line: display text by column key, its full config, the actions it allows."""
+
+    trial_id: int
+    status: str
+    cells: Mapping[str, str]
+    config: str
+    actions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TablePage:
+    """What the table shows now."""
+
+    columns: tuple[Column, ...]
+    rows: tuple[TableRow, ...]
+    page: int
+    pages: int
+    matching: int
+    unstarted: int = 0
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TableView:
+    """How the user looks at the table: sort column and direction, status filter, page."""
+
+    sort: str = "id"
+    descending: bool = False
+    status: str = "all"
+    page: int = 0
+    page_size: int = 20
+
+    def sorted_by(self, key: str) -> TableView:
+        """Sort by `key`; sorting again by the same key reverses. Back to the first page."""
+        descending = not self.descending if key == self.sort else False
+        return TableView(key, descending, self.status, 0, self.page_size)
+
+    def filtered(self, status: str) -> TableView:
+        if status not in STATUS_FILTERS:
+            raise ValueError(f"status filter {status!r}: use one of {', '.join(STATUS_FILTERS)}")
+        return TableView(self.sort, self.descending, status, 0, self.page_size)
+
+    def turned(self, step: int) -> TableView:
+        return TableView(self.sort, self.descending, self.status, self.page + step, self.page_size)
+
+
+def table_page(
+    trials: Sequence[Trial],
+    metric: str | None,
+    view: TableView,
+    live: bool,
+    planned: int | None = None,
+) -> TablePage:
+    """The page of `trials` that `view` shows, with a column per parameter.
+
+    `planned` is how many trials the run will have in all, where known: those the searcher has
+    not suggested yet are counted as `unstarted` (shown as pending, under the table).
+    """
+    columns = _columns(trials, metric)
+    values = [_values(trial, metric, columns) for trial in trials]
+    chosen = [
+        (trial, row)
+        for trial, row in zip(trials, values, strict=True)
+        if view.status == "all" or trial.status.value.lower() == view.status
+    ]
+    key = view.sort if any(column.key == view.sort for column in columns) else "id"
+    chosen.sort(key=lambda pair: _sort_key(pair[1].get(key)), reverse=view.descending)
+    if view.descending:
+        missing = [pair for pair in chosen if _missing(pair[1].get(key))]
+        chosen = [pair for pair in chosen if not _missing(pair[1].get(key))] + missing
+    pages = max(1, math.ceil(len(chosen) / view.page_size))
+    page = min(max(0, view.page), pages - 1)
+    shown = chosen[page * view.page_size : (page + 1) * view.page_size]
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
+    unstarted = 0 if planned is None else max(0, planned - len(trials))
+    if unstarted:
+        counts["PENDING"] = counts.get("PENDING", 0) + unstarted
+    rows = tuple(_row(trial, row, columns, live) for trial, row in shown)
+    return TablePage(tuple(columns), rows, page, pages, len(chosen), unstarted, counts)
+
+
+def _columns(trials: Sequence[Trial], metric: str | None) -> list[Column]:
+    names: dict[str, bool] = {}
+    for trial in trials:
+        for name, value in SearchSpace.flatten(trial.config).items():
+            numeric = finite(value) is not None and not isinstance(value, bool)
+            names[name] = names.get(name, True) and numeric
+    metric_columns = [] if metric is None else [Column("last", f"last {metric}")]
+    metric_columns += [] if metric is None else [Column("best", f"best {metric}")]
+    return [
+        Column("status", "status", numeric=False),
+        Column("id", "id"),
+        *(Column(f"config/{name}", name, numeric) for name, numeric in names.items()),
+        *metric_columns,
+        Column("iteration", "iter"),
+        Column("runtime", "runtime s"),
+        Column("stopped_by", "stopped by", numeric=False),
+    ]
+
+
+def _values(trial: Trial, metric: str | None, columns: Sequence[Column]) -> dict[str, Any]:
+    config = SearchSpace.flatten(trial.config)
+    values: dict[str, Any] = {
+        "status": trial.status.value,
+        "id": trial.trial_id,
+        "last": None if metric is None else trial.last_result.get(metric),
+        "best": trial.best_value,
+        "iteration": trial.iteration,
+        "runtime": _runtime(trial),
+        "stopped_by": trial.stopped_by or "",
+    }
+    for column in columns:
+        if column.key.startswith("config/"):
+            values[column.key] = config.get(column.key.removeprefix("config/"))
+    return values
+
+
+def _row(
+    trial: Trial, values: Mapping[str, Any], columns: Sequence[Column], live: bool
+) -> TableRow:
+    cells = {column.key: _cell(column.key, values.get(column.key)) for column in columns}
+    config = ", ".join(f"{k}={short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
+    return TableRow(
+        trial.trial_id,
+        trial.status.value,
+        cells,
+        config,
+        possible_actions(trial) if live else (),
+    )
+
+
+def _cell(key: str, value: Any) -> str:
+    if key == "runtime" and isinstance(value, float):
+        return f"{value:.1f}"
+    if key == "status":
+        return str(value).lower()
+    return short(value)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+def _sort_key(value: Any) -> tuple:
+    """Numbers by value, then text, missing values last."""
+    if _missing(value):
+        return (2, 0.0, "")
+    number = finite(value) if not isinstance(value, bool) else None
+    if number is not None:
+        return (0, number, "")
+    return (1, 0.0, str(value))
 
 
 def _runtime(trial: Trial) -> float:
@@ -101,90 +233,157 @@ def _runtime(trial: Trial) -> float:
     return trial.runtime_s + (max(0.0, time.time() - trial.started_at) if running else 0.0)
 
 
-def _possible_actions(trial: Trial) -> set[str]:
+def possible_actions(trial: Trial) -> tuple[str, ...]:
+    """The buttons a trial's line offers, in their fixed order."""
     if trial.status in (TrialStatus.PENDING, TrialStatus.RUNNING):
-        return {"pause", "stop"}
+        return ("pause", "stop")
     if trial.status is TrialStatus.PAUSED:
-        return {"resume", "stop"}
-    return set()
+        return ("resume", "stop")
+    return ()
 
 
-class TrialTable:
-    """A paged, sortable table of trials with per-row controls."""
+def page_state(page: TablePage) -> dict[str, Any]:
+    """A page as the browser's table reads it (plain JSON)."""
+    return {
+        "columns": [{"key": c.key, "label": c.label, "numeric": c.numeric} for c in page.columns],
+        "rows": [
+            {
+                "id": row.trial_id,
+                "status": row.status,
+                "color": STATUS_COLORS[row.status],
+                "swatch": trial_color(row.trial_id),
+                "cells": dict(row.cells),
+                "config": row.config,
+                "actions": list(row.actions),
+            }
+            for row in page.rows
+        ],
+        "page": page.page,
+        "pages": page.pages,
+        "footer": _footer(page),
+    }
 
-    def __init__(self, command: Command, page_size: int = 20) -> None:
-        self.page_size = page_size
-        self.page = 0
-        self._trials: Sequence[Trial] = ()
-        self._metric: str | None = None
-        self._mode = "min"
-        self._live = False
-        self.rows = [_Row(command) for _ in range(page_size)]
-        self.sort = widgets.Dropdown(
-            options=[(label, key) for key, (label, _) in _SORTS.items()],
-            value="id",
-            description="sort by",
-            layout=widgets.Layout(width="220px"),
-        )
+
+def _footer(page: TablePage) -> str:
+    parts = [f"page {page.page + 1} of {page.pages}", f"{page.matching} trial(s)"]
+    if page.unstarted:
+        parts.append(f"{page.unstarted} more planned, not started yet")
+    return " · ".join(parts)
+
+
+class TrialTableWidget(anywidget.AnyWidget):
+    """The table as one widget model, drawn by `table.js` in the browser.
+
+    The browser sends `{"type": "rendered", "dark": bool}` when it draws the table and whenever
+    the notebook's theme changes, `{"type": "sort", "key": ...}`, `{"type": "filter", ...}`,
+    `{"type": "page", "step": ±1}`, `{"type": "hover" | "select", "trial_id": id | None}` and
+    `{"type": "action", "action": ..., "trial_id": ...}`.
+    """
+
+    _esm = pathlib.Path(__file__).with_name("table.js")
+    _css = pathlib.Path(__file__).with_name("table.css")
+    table = traitlets.Dict().tag(sync=True)
+    sort = traitlets.Unicode("id").tag(sync=True)
+    descending = traitlets.Bool(False).tag(sync=True)
+    status = traitlets.Unicode("all").tag(sync=True)
+    selected = traitlets.Int(-1).tag(sync=True)
+    highlighted = traitlets.Int(-1).tag(sync=True)
+
+
+class StaticTable:
+    """The table without anywidget: an HTML table and core widgets to steer it.
+
+    Made only when the browser does not draw `TrialTableWidget` (a front end without
+    anywidget), so the usual dashboard does not pay for these widgets.
+    """
+
+    def __init__(self, send: Callable[[Mapping[str, Any]], None]) -> None:
+        self._send = send
+        self.body = widgets.HTML()
+        self.sort = widgets.Dropdown(description="sort by", layout=widgets.Layout(width="220px"))
+        self.descending = widgets.ToggleButton(description="descending", value=False)
+        self.status = widgets.Dropdown(options=STATUS_FILTERS, description="show")
         self.previous = widgets.Button(description="◀", layout=widgets.Layout(width="40px"))
         self.next = widgets.Button(description="▶", layout=widgets.Layout(width="40px"))
-        self.where = widgets.HTML()
-        self.previous.on_click(lambda _: self._turn(-1))
-        self.next.on_click(lambda _: self._turn(+1))
-        self.sort.observe(lambda _: self._redraw(), names="value")
-        heading = widgets.HTML(
-            "<b>"
-            + "</b> · <b>".join(["status", "id", "config", "last", "best", "iteration", "runtime"])
-            + "</b>"
+        self.trial = widgets.Dropdown(description="trial", layout=widgets.Layout(width="160px"))
+        self.buttons = {
+            action: widgets.Button(description=action.capitalize()) for action in ACTIONS
+        }
+        self._drawing = False
+        self.sort.observe(lambda c: self._changed({"type": "sort", "key": c["new"]}), "value")
+        self.descending.observe(lambda c: self._changed({"type": "descending"}), "value")
+        self.status.observe(
+            lambda c: self._changed({"type": "filter", "status": c["new"]}), "value"
         )
+        self.trial.observe(
+            lambda c: self._changed({"type": "select", "trial_id": c["new"]}), "value"
+        )
+        self.previous.on_click(lambda _: self._changed({"type": "page", "step": -1}))
+        self.next.on_click(lambda _: self._changed({"type": "page", "step": 1}))
+        for action, button in self.buttons.items():
+            button.on_click(lambda _, action=action: self._act(action))
         self.widget = widgets.VBox(
             [
-                widgets.HBox([self.sort, self.previous, self.where, self.next]),
-                heading,
-                *(row.box for row in self.rows),
+                widgets.HBox([self.sort, self.descending, self.status, self.previous, self.next]),
+                self.body,
+                widgets.HBox([self.trial, *self.buttons.values()]),
             ]
         )
 
-    def update(self, trials: Sequence[Trial], metric: str | None, mode: str, live: bool) -> None:
-        """Show `trials` (a snapshot); keeps the page and the sort order."""
-        self._trials, self._metric, self._mode, self._live = trials, metric, mode, live
-        self._redraw()
+    def clickable(self) -> list[widgets.Widget]:
+        return [
+            self.sort,
+            self.descending,
+            self.status,
+            self.previous,
+            self.next,
+            self.trial,
+            *self.buttons.values(),
+        ]
 
-    def visible_ids(self) -> list[int]:
-        """The ids of the trials the current page shows, top to bottom."""
-        return [row.trial_id for row in self.rows if row.trial_id is not None]
+    def _changed(self, message: Mapping[str, Any]) -> None:
+        if not self._drawing:
+            self._send(message)
 
-    def row_for(self, trial_id: int) -> _Row | None:
-        return next((row for row in self.rows if row.trial_id == trial_id), None)
+    def _act(self, action: str) -> None:
+        if self.trial.value is not None:
+            self._send({"type": "action", "action": action, "trial_id": self.trial.value})
 
-    def _turn(self, step: int) -> None:
-        self.page = min(max(0, self.page + step), self._last_page())
-        self._redraw()
-
-    def _last_page(self) -> int:
-        return max(0, (len(self._trials) - 1) // self.page_size)
-
-    def _redraw(self) -> None:
-        ordered = self._ordered()
-        self.page = min(self.page, self._last_page())
-        start = self.page * self.page_size
-        shown = ordered[start : start + self.page_size]
-        for index, row in enumerate(self.rows):
-            row.show(shown[index] if index < len(shown) else None, self._metric, self._live)
-        self.where.value = f"page {self.page + 1} of {self._last_page() + 1}"
-
-    def _ordered(self) -> list[Trial]:
-        trials = list(self._trials)
-        if self.sort.value == "newest":
-            return trials[::-1]
-        if self.sort.value == "best":
-            sign = -1 if self._mode == "max" else 1
-            return sorted(
-                trials,
-                key=lambda t: (t.best_value is None, sign * (t.best_value or 0.0), t.trial_id),
-            )
-        return trials
+    def draw(self, state: Mapping[str, Any], view: TableView, selected: int | None) -> None:
+        self._drawing = True
+        try:
+            keys = [(column["label"], column["key"]) for column in state["columns"]]
+            if list(self.sort.options) != keys:
+                self.sort.options = keys
+            self.sort.value = view.sort if any(k == view.sort for _, k in keys) else "id"
+            self.descending.value = view.descending
+            self.status.value = view.status
+            ids = [row["id"] for row in state["rows"]]
+            self.trial.options = [(f"trial {i}", i) for i in ids]
+            self.trial.value = selected if selected in ids else None
+            row = next((r for r in state["rows"] if r["id"] == self.trial.value), None)
+            for action, button in self.buttons.items():
+                button.disabled = row is None or action not in row["actions"]
+            self.body.value = static_table_html(state)
+        finally:
+            self._drawing = False
 
 
-def _short(value: object) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+def static_table_html(state: Mapping[str, Any]) -> str:
+    """A page of the table as plain HTML (also what the run's summary shows)."""
+    head = "".join(f"<th>{html.escape(c['label'])}</th>" for c in state["columns"])
+    lines = []
+    for row in state["rows"]:
+        cells = []
+        for column in state["columns"]:
+            text = html.escape(row["cells"].get(column["key"], ""))
+            if column["key"] == "status":
+                text = badge(row["status"])
+            align = "right" if column["numeric"] else "left"
+            cells.append(f'<td style="text-align:{align}">{text}</td>')
+        lines.append(f'<tr title="{html.escape(row["config"])}">{"".join(cells)}</tr>')
+    return (
+        '<table class="nbtune-static-table" style="border-collapse:collapse;white-space:nowrap">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
+        f"<div style='font-size:11px;opacity:.7'>{html.escape(state['footer'])}</div>"
+    )

@@ -1,0 +1,246 @@
+"""The dashboard's tabs: a chart (live FigureWidget, or static figure where that cannot show)
+and the per-trial view."""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets as widgets
+
+from nbtune.front_end import DashboardSource
+from nbtune.objectives import primary
+from nbtune.space import SearchSpace
+from nbtune.trial import Trial
+from nbtune.ui.table import badge, short
+
+OUTPUT_LINES = 200
+"""Lines of a trial's output the per-trial view shows (its last ones)."""
+STATIC_EVERY_S = 1.0
+"""How often a static chart is drawn again (each time, the whole figure is sent)."""
+
+
+@dataclass(frozen=True)
+class Look:
+    """How the dashboard wants its charts drawn now."""
+
+    dark: bool = False
+    highlight: int | None = None
+    log_scale: frozenset[str] | None = None
+
+
+class ChartTab:
+    """One chart of the dashboard, drawn in place on every redraw.
+
+    With a front end that draws anywidgets, the chart is a plotly `FigureWidget` made when the
+    tab is first shown; otherwise (`static=True`) a plain figure sent as plotly's own output
+    about once a second, which every notebook front end renders without widgets.
+
+    Args:
+        name: the tab's name, which says what it draws.
+        changed: called when the user changes one of the chart's own options.
+    """
+
+    def __init__(self, name: str, changed: Callable[[], None]) -> None:
+        self.name = name
+        self.figure: Any = None
+        self.options = CurveOptions(changed) if name == "learning curves" else None
+        self.holder = widgets.Box(
+            [widgets.HTML("<i>drawing…</i>")], layout=widgets.Layout(width="100%")
+        )
+        parts = [self.options.widget] if self.options else []
+        self.widget = widgets.VBox([*parts, self.holder])
+        self._drawn: dict = {}
+        self.made_at = -float("inf")
+        self.rendered = False
+        self._static_at = -float("inf")
+        self._output: widgets.Output | None = None
+
+    def controls(self) -> list[widgets.Widget]:
+        return self.options.controls if self.options else []
+
+    def reset(self) -> None:
+        """Forget what was drawn: the next draw starts from an empty figure."""
+        self._drawn.clear()
+        if self.figure is None:
+            return
+        lock = getattr(self.figure, "drawing_lock", None) or contextlib.nullcontext()
+        with lock:
+            self.figure.data = ()
+            self.figure.layout = {}
+
+    def draw(
+        self,
+        trials: Sequence[Trial],
+        rows: Sequence[Mapping[str, Any]],
+        metric: Any,
+        mode: Any,
+        look: Look,
+        static: bool,
+    ) -> None:
+        if static:
+            self._draw_static(trials, rows, metric, mode, look)
+            return
+        figure = self._live_figure()
+        self._plot(figure, trials, rows, metric, mode, look)
+        with figure.drawing_lock:
+            _remember_state(figure)
+
+    def _live_figure(self) -> Any:
+        from nbtune.ui.live import LiveFigure
+
+        if not isinstance(self.figure, LiveFigure):
+            self.figure = LiveFigure()
+            self.figure.observe(self._on_render, names="_js2py_layoutDelta")
+            self.made_at = time.monotonic()
+            self._drawn.clear()
+            self.holder.children = [self.figure]
+        return self.figure
+
+    def _on_render(self, change: Mapping[str, Any]) -> None:
+        """plotly's browser side sends its layout once it has drawn the figure."""
+        self.rendered = True
+
+    def waits_to_render(self) -> bool:
+        """Whether the chart is a FigureWidget the browser has not drawn yet."""
+        return self.figure is not None and self.made_at > -float("inf") and not self.rendered
+
+    def _draw_static(self, trials, rows, metric, mode, look: Look) -> None:
+        import plotly.graph_objects as go
+        import plotly.io
+
+        now = time.monotonic()
+        if now - self._static_at < STATIC_EVERY_S:
+            return
+        self._static_at = now
+        if self._output is None or isinstance(self.figure, go.FigureWidget):
+            self.figure = go.Figure()
+            self._drawn.clear()
+            self._output = widgets.Output(layout=widgets.Layout(width="100%"))
+            self.holder.children = [self._output]
+        self._plot(self.figure, trials, rows, metric, mode, look)
+        spec = json.loads(plotly.io.to_json(self.figure, validate=False))
+        bundle = {"application/vnd.plotly.v1+json": {**spec, "config": {"responsive": True}}}
+        bundle["text/plain"] = f"nbtune chart: {self.name}"
+        self._output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+    def _plot(self, figure, trials, rows, metric, mode, look: Look) -> None:
+        from nbtune.ui import data as charts
+        from nbtune.ui import figures
+        from nbtune.ui.pareto import pareto_data, pareto_figure
+
+        if self.name == "pareto":
+            pareto_figure(pareto_data(trials, metric, mode), figure, dark=look.dark)
+            return
+        metric, mode = primary(metric, mode)
+        if self.name == "learning curves":
+            figures.history_figure(
+                charts.history_data(trials, rows, metric, mode),
+                figure,
+                self._drawn,
+                highlight=look.highlight,
+                x=self.options.x.value,
+                log_y=self.options.log_y.value,
+                dark=look.dark,
+            )
+        elif self.name == "best so far":
+            data = charts.best_so_far_data(rows, metric, mode)
+            figures.best_so_far_figure(data, figure, dark=look.dark)
+        elif self.name == "parallel coordinates":
+            data = charts.parameter_data(trials, metric, look.log_scale)
+            figures.parallel_coordinates_figure(data, figure, dark=look.dark)
+        elif self.name == "parameters":
+            data = charts.parameter_data(trials, metric, look.log_scale)
+            figures.parameter_scatter_figure(data, figure, dark=look.dark)
+        elif self.name == "importance":
+            data = charts.importance_data(trials, metric, mode)
+            figures.importance_figure(data, figure, dark=look.dark)
+
+
+class CurveOptions:
+    """The learning curves' own controls: x axis by iteration or time, log-scale y."""
+
+    def __init__(self, changed: Callable[[], None]) -> None:
+        self.x = widgets.ToggleButtons(
+            options=["iteration", "time"],
+            value="iteration",
+            description="x axis",
+            style={"button_width": "80px", "description_width": "initial"},
+        )
+        self.log_y = widgets.Checkbox(value=False, description="log y", indent=False)
+        self.controls = [self.x, self.log_y]
+        for control in self.controls:
+            control.observe(lambda _: changed(), names="value")
+        self.widget = widgets.HBox(self.controls)
+
+
+def _remember_state(figure: Any) -> None:
+    """Keep the widget's saved state equal to what it shows, without sending it.
+
+    plotly's `FigureWidget` sends each change as a message and leaves its `_widget_data` and
+    `_widget_layout` traits as they were when it was first displayed; a browser that reloads
+    the page asks the kernel for every widget's state and would draw that stale, empty chart.
+    Pointing the traits' values at the figure's own data (no notification, so no message) makes
+    a reloaded page, or the dashboard displayed again, draw the chart as it is now.
+    """
+    values = getattr(figure, "_trait_values", None)
+    if values is None or "_widget_data" not in values:
+        return
+    values["_widget_data"] = figure._data
+    values["_widget_layout"] = figure._layout
+
+
+def trial_html(
+    source: DashboardSource,
+    trials: Sequence[Trial],
+    rows: Sequence[Mapping[str, Any]],
+    trial: Trial | None,
+) -> str:
+    """The per-trial view: status, configuration, every metric of its last result, its error
+    and traceback, and the end of what it printed."""
+    if trial is None:
+        return "<i>no trials yet; click a trial in the table to see it here</i>"
+    folder = source.path / "trials" / str(trial.trial_id)
+    config = SearchSpace.flatten(trial.config)
+    parts = [
+        f"<b>trial {trial.trial_id}</b> {badge(trial.status.value)} · iteration {trial.iteration}"
+        + (f" · stopped by {html.escape(trial.stopped_by)}" if trial.stopped_by else ""),
+        "<i>click a trial in the table to see it here</i>",
+        _pairs_table("configuration", config),
+        _pairs_table("last result", trial.last_result),
+    ]
+    if trial.error:
+        error_file = folder / "error.txt"
+        text = error_file.read_text() if error_file.exists() else ""
+        parts.append(
+            f"<details open><summary style='color:#d62728'>error: {html.escape(trial.error)}"
+            f"</summary><pre>{html.escape(text)}</pre></details>"
+        )
+    output = _tail(folder / "output.log", OUTPUT_LINES)
+    if output:
+        parts.append(
+            f"<details><summary>output</summary><pre>{html.escape(output)}</pre></details>"
+        )
+    return "<div class='nbtune-trial'>" + "".join(f"<div>{p}</div>" for p in parts) + "</div>"
+
+
+def _pairs_table(title: str, values: Mapping[str, Any]) -> str:
+    cells = "".join(
+        f"<tr><td>{html.escape(str(key))}</td><td style='text-align:right'>"
+        f"{html.escape(short(value))}</td></tr>"
+        for key, value in values.items()
+    )
+    return f"<b>{html.escape(title)}</b><table>{cells}</table>"
+
+
+def _tail(path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
