@@ -133,6 +133,8 @@ class QueuedLogger:
         """The error that stopped this logger, if one did."""
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._ending = threading.Lock()
+        self._ended = False
         self._warned_unset = False
 
     # ----- on the runner thread -----------------------------------------------------------------
@@ -142,6 +144,7 @@ class QueuedLogger:
         self.close()
         self.failure = None
         self._queue = queue.SimpleQueue()
+        self._ended = False
         self._thread = threading.Thread(
             target=self._work,
             args=(self._queue, ExperimentFacts.of(tuner)),
@@ -165,20 +168,21 @@ class QueuedLogger:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything received so far is written; return False on a timeout."""
-        thread = self._thread
-        if thread is None or not thread.is_alive():
-            return True
         marker = _Flush()
-        self._queue.put(marker)
+        with self._ending:
+            if self._thread is None or self._ended:
+                return True
+            self._queue.put(marker)
         return marker.written.wait(timeout)
 
     def close(self, timeout: float | None = None) -> bool:
         """Write what is queued, close the logger's files or runs, and end its thread; return
         False if it has not ended within `timeout`. The end of a run does this already."""
         thread = self._thread
-        if thread is None or not thread.is_alive():
-            return True
-        self._queue.put(None)
+        with self._ending:
+            if thread is None or self._ended:
+                return True
+            self._queue.put(None)
         thread.join(timeout)
         return not thread.is_alive()
 
@@ -196,7 +200,7 @@ class QueuedLogger:
     def _work(self, events: queue.SimpleQueue, experiment: ExperimentFacts) -> None:
         self._guarded(self._open, experiment)
         if self.failure is not None:
-            _release(_waiting(events, until_end=True))
+            self._wind_up(events, _waiting(events))
             return
         while True:
             items = [events.get()]
@@ -215,11 +219,19 @@ class QueuedLogger:
                     item.written.set()
                     continue
                 self._guarded(self._close, item)
-                _release(items[position + 1 :])
-                _release(_waiting(events))
+                self._wind_up(events, items[position + 1 :])
                 return
             if batch and self.failure is None:
                 self._guarded(self._write, batch)
+
+    def _wind_up(self, events: queue.SimpleQueue, items: Iterable[Any]) -> None:
+        """The thread ends: answer every flush among `items` and still in `events`, and take
+        no more (a flush from now on returns at once)."""
+        _release(items)
+        with self._ending:
+            self._ended = True
+        while not events.empty():
+            _release([events.get_nowait()])
 
     def _guarded(self, step: Any, argument: Any) -> None:
         """Run one step of the logger's work; the first error is reported, and any after it
@@ -258,9 +270,9 @@ def _release(items: Iterable[Any]) -> None:
             item.written.set()
 
 
-def _waiting(events: queue.SimpleQueue, *, until_end: bool = False) -> Iterator[Any]:
-    """The items queued now, or (`until_end`) every one until the run's end or `close()`."""
-    while until_end or not events.empty():
+def _waiting(events: queue.SimpleQueue) -> Iterator[Any]:
+    """The items queued until the run's end or `close()`."""
+    while True:
         item = events.get()
         if item is None or isinstance(item, ExperimentDone):
             return
