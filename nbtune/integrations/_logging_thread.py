@@ -140,7 +140,8 @@ class QueuedLogger:
     # ----- on the runner thread -----------------------------------------------------------------
 
     def setup(self, tuner: Any) -> None:
-        """Learn the experiment and start the logging thread (the Tuner calls this)."""
+        """Learn the experiment and start the logging thread (the Tuner calls this). A logger
+        serves runs one after another: if it is still writing an earlier one, this waits."""
         self.close()
         self.failure = None
         self._queue = queue.SimpleQueue()
@@ -156,6 +157,8 @@ class QueuedLogger:
     def __call__(self, event: Event) -> None:
         if self._thread is None:
             self._warn_unset()
+            return
+        if self._ended:
             return
         if self.failure is None or isinstance(event, ExperimentDone):
             self._queue.put(event)

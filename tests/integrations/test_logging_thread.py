@@ -120,3 +120,15 @@ def test_a_logger_given_to_subscribe_instead_of_callbacks_says_how_to_pass_it(ma
         "not to tuner.subscribe()"
     ]
     assert logger.written == []
+
+
+def test_one_logger_serves_runs_one_after_another(make_tuner):
+    logger = GatedLogger()
+    logger.gate.set()
+    first = run(make_tuner, logger)
+    second = run(make_tuner, logger)
+    assert logger.experiment.name == second.name != first.name
+    done = [e for e in logger.written if isinstance(e, ExperimentDone)]
+    assert len(done) == 2 and len(logger.closed_with) == 2
+    results = [e for e in logger.written if isinstance(e, TrialResult)]
+    assert len(results) == 20, "both runs' results"
