@@ -70,6 +70,12 @@ class TensorBoardLogger(QueuedLogger):
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._writers: dict[int, EventFileWriter] = {}
         self._configs = {i: trial.config for i, trial in experiment.trials.items()}
+        self._sessions = {
+            trial_id
+            for trial_id in experiment.trials
+            if any(self._trial_folder(trial_id).glob("events.out.tfevents.*"))
+        }
+        """Trials whose HParams session has started: in this run, or in the one restored."""
         self._metric_names = {
             name
             for rows in experiment.rows.values()
@@ -110,9 +116,9 @@ class TensorBoardLogger(QueuedLogger):
 
     def _start(self, trial_id: int) -> None:
         """A trial's HParams session starts with its first start (not again on a resume)."""
-        folder = self._trial_folder(trial_id)
-        if folder.is_dir() and any(folder.glob("events.out.tfevents.*")):
+        if trial_id in self._sessions:
             return
+        self._sessions.add(trial_id)
         info = plugin_data_pb2.SessionStartInfo(start_time_secs=time.time())
         for name, value in flatten_config(self._configs.get(trial_id, {})).items():
             _set_value(info.hparams[name], value)
@@ -131,6 +137,8 @@ class TensorBoardLogger(QueuedLogger):
         )
 
     def _end(self, trial_id: int, status: int) -> None:
+        if trial_id not in self._sessions:
+            return
         info = plugin_data_pb2.SessionEndInfo(status=status, end_time_secs=time.time())
         self._add(self._writer(trial_id), metadata.SESSION_END_INFO_TAG, session_end_info=info)
         self._release(trial_id)
