@@ -18,10 +18,10 @@ import hashlib
 import logging
 import queue
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbtune import checkpoint
 from nbtune.events import Event, ExperimentDone
@@ -31,6 +31,9 @@ from nbtune.retention import rank
 from nbtune.space import flatten_config
 from nbtune.storage import ExperimentReader, checkpoint_dir
 from nbtune.trial import Trial
+
+if TYPE_CHECKING:
+    from nbtune.tuner import Tuner
 
 logger = logging.getLogger("nbtune")
 
@@ -66,7 +69,7 @@ class ExperimentFacts:
     rows: Mapping[int, dict[int, Mapping[str, Any]]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, tuner: Any) -> ExperimentFacts:
+    def of(cls, tuner: Tuner) -> ExperimentFacts:
         path = Path(tuner.path).resolve()
         reader = ExperimentReader(path)
         created = reader.spec().get("created_at", "")
@@ -139,7 +142,7 @@ class QueuedLogger:
 
     # ----- on the runner thread -----------------------------------------------------------------
 
-    def setup(self, tuner: Any) -> None:
+    def setup(self, tuner: Tuner) -> None:
         """Learn the experiment and start the logging thread (the Tuner calls this). A logger
         serves runs one after another: if it is still writing an earlier one, this waits."""
         self.close()
@@ -236,7 +239,7 @@ class QueuedLogger:
         while not events.empty():
             _release([events.get_nowait()])
 
-    def _guarded(self, step: Any, argument: Any) -> None:
+    def _guarded(self, step: Callable[[Any], None], argument: Any) -> None:
         """Run one step of the logger's work; the first error is reported, and any after it
         (closing what a failed store left open) is not."""
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from mlflow import MlflowClient
@@ -96,14 +96,7 @@ class MLflowLogger(QueuedLogger):
         self._configs = {i: trial.config for i, trial in experiment.trials.items()}
         self._rows = {i: dict(rows) for i, rows in experiment.rows.items()}
         self._open_runs: set[int] = set()
-        self.parent_run_id = None
-        self.run_ids = {}
-        for run in self._earlier_runs(experiment.key):
-            trial_id = run.data.tags.get(TRIAL_TAG)
-            if trial_id is None:
-                self.parent_run_id = run.info.run_id
-            else:
-                self.run_ids[int(trial_id)] = run.info.run_id
+        self._find_earlier_runs(experiment.key)
         if self.parent_run_id is None:
             self.parent_run_id = self._client.create_run(
                 self._experiment_id, run_name=experiment.name, tags=self._parent_tags()
@@ -111,8 +104,11 @@ class MLflowLogger(QueuedLogger):
         else:
             self._client.update_run(self.parent_run_id, status="RUNNING")
 
-    def _earlier_runs(self, key: str) -> Iterable[Any]:
-        """Runs of this very experiment that an earlier session of it logged."""
+    def _find_earlier_runs(self, key: str) -> None:
+        """Take up the runs that an earlier session of this very experiment logged (those of
+        a restored run), found by the experiment's key among their tags."""
+        self.parent_run_id = None
+        self.run_ids = {}
         token = None
         while True:
             page = self._client.search_runs(
@@ -121,7 +117,12 @@ class MLflowLogger(QueuedLogger):
                 max_results=1000,
                 page_token=token,
             )
-            yield from page
+            for run in page:
+                trial_id = run.data.tags.get(TRIAL_TAG)
+                if trial_id is None:
+                    self.parent_run_id = run.info.run_id
+                else:
+                    self.run_ids[int(trial_id)] = run.info.run_id
             token = page.token
             if not token:
                 return
