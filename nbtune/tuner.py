@@ -108,7 +108,10 @@ class Tuner(ResultsView):
         time_budget_s: end the whole experiment after this many seconds.
         storage_path: the folder that holds experiment directories.
         callbacks: functions called with every `nbtune.events` event, on the runner thread;
-            they must return quickly.
+            they must return quickly. A callback that has a `setup(tuner)` method has it
+            called once by `start()`, before the first event, with this Tuner: its name, path,
+            metric, mode and (for a run carried on) its trials, e.g. to find a logger's
+            earlier records.
         fail_fast: end the run when the first trial fails (after its retries).
         max_failures: start a failing trial again, from its latest checkpoint, up to this many
             times before it ends as ERROR; a crashed worker counts as a failure (trials that
@@ -211,7 +214,8 @@ class Tuner(ResultsView):
         if getattr(self.executor, "pickles_trainable", True):
             _check_picklable(trainable)
         self.bus = EventBus()
-        for callback in callbacks:
+        self.callbacks = tuple(callbacks)
+        for callback in self.callbacks:
             self.bus.subscribe(callback)
         self.progress = not _in_notebook() if progress is None else progress
         self._runner: TrialRunner | None = None
@@ -261,6 +265,7 @@ class Tuner(ResultsView):
             trials = self._previous.trials(results, self.metric, self.mode, trust=True)
             self.searcher.restore(trials)
             self._runner.carry_on(trials, results)
+        self._set_up_callbacks()
         for config in self._early_trials:
             self._runner.add_trial(config)
         context = contextvars.copy_context()
@@ -270,6 +275,14 @@ class Tuner(ResultsView):
         self._thread.start()
         if _in_notebook() if display is None else display:
             self._summary = self.dashboard().show()
+
+    def _set_up_callbacks(self) -> None:
+        """Call `setup(self)` on each callback that has one, once the run's trials (those
+        it carries on) are known and before any event."""
+        for callback in self.callbacks:
+            setup = getattr(callback, "setup", None)
+            if callable(setup):
+                setup(self)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run ends (or `timeout` seconds pass); return whether it ended.
