@@ -54,7 +54,7 @@ class ReportCallback(lightning.pytorch.Callback):
         self._reporter.report(
             results,
             trainer.current_epoch + 1,
-            lambda folder: trainer.save_checkpoint(folder / CHECKPOINT_FILE),
+            lambda folder: trainer.save_checkpoint(folder / CHECKPOINT_FILE, weights_only=False),
         )
 
 
