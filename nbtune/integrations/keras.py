@@ -86,5 +86,12 @@ def resume_kwargs(model: keras.Model) -> dict[str, int]:
 
 
 def _save(model: keras.Model, epochs: int, folder: Path) -> None:
-    model.save(folder / MODEL_FILE)
+    try:
+        model.save(folder / MODEL_FILE)
+    except NotImplementedError as exc:
+        raise ValueError(
+            f"keras.ReportCallback: {type(model).__name__} cannot be saved as {MODEL_FILE}: "
+            "implement its get_config() (Keras asks it of a subclassed model whose __init__ "
+            "takes arguments it cannot serialize)"
+        ) from exc
     (folder / EPOCH_FILE).write_text(json.dumps({"epoch": epochs}))

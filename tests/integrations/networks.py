@@ -57,6 +57,27 @@ def keras_fits(config):
     )
 
 
+def keras_fits_a_model_without_config(config):
+    """Fits a subclassed Keras model that Keras cannot save whole (it has no `get_config`),
+    checkpointing after every epoch."""
+    import keras
+
+    from nbtune.integrations.keras import ReportCallback
+
+    class Opaque(keras.Model):
+        def __init__(self, layer):
+            super().__init__()
+            self.layer = layer
+
+        def call(self, features):
+            return self.layer(features)
+
+    model = Opaque(keras.layers.Dense(1, activation="sigmoid"))
+    model.compile("adam", "binary_crossentropy")
+    x, y, _, _ = toy_data()
+    model.fit(x, y, epochs=2, verbose=0, callbacks=[ReportCallback(checkpoint_every=1)])
+
+
 def lightning_fits(config):
     """Fits `classifier()` for `epochs` epochs in all."""
     import lightning

@@ -20,6 +20,16 @@ class TestKerasCallback(EpochCallbackSuite):
     default_names = frozenset({"loss", "accuracy", "val_loss", "val_accuracy"})
 
 
+def test_a_model_keras_cannot_save_is_a_one_line_error(make_tuner):
+    tuner = make_tuner(networks.keras_fits_a_model_without_config, {}, metric="loss")
+    tuner.run()
+    assert tuner.get_trial(0).error == (
+        "ValueError: keras.ReportCallback: Opaque cannot be saved as model.keras: implement its "
+        "get_config() (Keras asks it of a subclassed model whose __init__ takes arguments it "
+        "cannot serialize)"
+    )
+
+
 def test_keras_runs_on_jax():
     assert keras.backend.backend() == "jax"
 
