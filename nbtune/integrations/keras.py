@@ -76,7 +76,7 @@ def resume_kwargs(model: keras.Model) -> dict[str, int]:
             f"keras.resume_kwargs(model={type(model).__name__}): pass the trial's Keras model, "
             "built (keras.Input, or model.build(shape)) and compiled"
         )
-    folder = model_folder("keras", MODEL_FILE)
+    folder = model_folder("keras", EPOCH_FILE)
     if folder is None:
         return {"initial_epoch": 0}
     if not model.optimizer.built:

@@ -24,7 +24,6 @@ one: for the older `pytorch_lightning` package, install `lightning` instead.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import lightning
@@ -64,5 +63,5 @@ def resume_kwargs() -> dict[str, str | None]:
     Returns:
         `{"ckpt_path": the checkpoint's file}`, or `{"ckpt_path": None}` on a fresh start.
     """
-    folder: Path | None = model_folder("lightning", CHECKPOINT_FILE)
+    folder = model_folder("lightning", CHECKPOINT_FILE)
     return {"ckpt_path": None if folder is None else str(folder / CHECKPOINT_FILE)}
