@@ -37,9 +37,10 @@ test: lint $(VENV)/ipykernel6/.installed | $(CHROMIUM)
 
 # torch is too big for `make test`'s environment: the Lightning tests skip themselves without it,
 # and this target installs it, then runs them and their notebook (2 minutes after `make test` on
-# a busy 2-core machine: 1 to install, 1 to test). torch goes in first and alone, so that pip takes the CPU wheel (in CI, from
-# PIP_FIND_LINKS; elsewhere set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)
-# rather than let lightning pull the multi-GB CUDA build.
+# a busy 2-core machine: 1 to install, 1 to test). torch goes in first and alone, so that pip
+# takes the CPU wheel (in CI, from PIP_FIND_LINKS; elsewhere set
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu) rather than let lightning pull the
+# multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
 $(VENV)/.installed-lightning: pyproject.toml $(VENV)/.installed-test
