@@ -57,6 +57,15 @@ def keras_fits(config):
     )
 
 
+def keras_backend(config):
+    """Reports the back end Keras runs on in the worker."""
+    import keras
+
+    import nbtune
+
+    nbtune.report(backend=keras.backend.backend())
+
+
 def keras_fits_a_model_without_config(config):
     """Fits a subclassed Keras model that Keras cannot save whole (it has no `get_config`),
     checkpointing after every epoch."""

@@ -30,8 +30,11 @@ def test_a_model_keras_cannot_save_is_a_one_line_error(make_tuner):
     )
 
 
-def test_keras_runs_on_jax():
+def test_keras_runs_on_jax_here_and_in_the_workers(make_tuner):
     assert keras.backend.backend() == "jax"
+    tuner = make_tuner(networks.keras_backend, {})
+    tuner.run()
+    assert list(tuner.history()["backend"]) == ["jax"]
 
 
 @pytest.mark.parametrize("built, compiled", [(True, False), (False, True)])
