@@ -25,12 +25,14 @@ class EpochCallbackSuite:
     default_names: frozenset[str]
     """The results the library names itself, all reported when `metrics` is not given."""
 
-    def tuner(self, make_tuner, metric="loss", **options):
-        space = {key: options.pop(key) for key in ("epochs", "metrics", "every", "nap")}
+    def tuner(self, make_tuner, space, metric="loss", **options):
+        """A Tuner of the trainable: `space` holds `epochs`, and any of `metrics` (by default
+        `val_loss` as `loss`), `every` (None) and `nap` (0)."""
+        space = {"metrics": {"loss": "val_loss"}, "every": None, "nap": 0, **space}
         return make_tuner(type(self).trainable, space, metric=metric, mode="min", **options)
 
     def test_every_epoch_is_reported_under_the_name_picked(self, make_tuner):
-        tuner = self.tuner(make_tuner, epochs=12, metrics={"loss": "val_loss"}, every=5, nap=0)
+        tuner = self.tuner(make_tuner, {"epochs": 12, "every": 5})
         tuner.run()
         history = tuner.history()
         assert list(history["training_iteration"]) == list(range(1, 13))
@@ -41,21 +43,14 @@ class EpochCallbackSuite:
         assert (checkpoint.path / self.checkpoint_file).is_file(), "in the library's format"
 
     def test_by_default_every_result_is_reported_under_the_library_s_name(self, make_tuner):
-        tuner = self.tuner(make_tuner, metric="val_loss", epochs=3, metrics=None, every=None, nap=0)
+        tuner = self.tuner(make_tuner, {"epochs": 3, "metrics": None}, metric="val_loss")
         tuner.run()
         assert self.default_names <= set(tuner.history().columns)
         assert tuner.get_checkpoint(0, which="latest") is None, "no checkpoint was asked for"
 
     def test_a_paused_trial_resumes_at_the_next_epoch_of_the_same_training(self, make_tuner, log):
-        tuner = self.tuner(
-            make_tuner,
-            epochs=20,
-            metrics={"loss": "val_loss"},
-            every=None,
-            nap=nt.grid([0.05, 0.0]),
-            callbacks=[log],
-            max_concurrent=1,
-        )
+        space = {"epochs": 20, "nap": nt.grid([0.05, 0.0])}
+        tuner = self.tuner(make_tuner, space, callbacks=[log], max_concurrent=1)
         tuner.start()
         log.wait_for(result_of(0, 4), timeout=120)
         tuner.pause(0)
@@ -71,14 +66,7 @@ class EpochCallbackSuite:
         )
 
     def test_a_scheduler_s_stop_ends_the_training_cleanly(self, make_tuner):
-        tuner = self.tuner(
-            make_tuner,
-            epochs=50,
-            metrics={"loss": "val_loss"},
-            every=None,
-            nap=0,
-            stop={"training_iteration": 5},
-        )
+        tuner = self.tuner(make_tuner, {"epochs": 50}, stop={"training_iteration": 5})
         tuner.run()
         trial = tuner.get_trial(0)
         assert trial.status is nt.TrialStatus.TERMINATED, trial.error
@@ -86,7 +74,7 @@ class EpochCallbackSuite:
         assert list(tuner.history()["training_iteration"]) == [1, 2, 3, 4, 5]
 
     def test_a_metric_the_library_does_not_compute_is_a_one_line_error(self, make_tuner):
-        tuner = self.tuner(make_tuner, epochs=3, metrics={"loss": "val_auc"}, every=None, nap=0)
+        tuner = self.tuner(make_tuner, {"epochs": 3, "metrics": {"loss": "val_auc"}})
         tuner.run()
         error = tuner.get_trial(0).error
         assert error.startswith(
