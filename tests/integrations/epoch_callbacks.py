@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+import networks
 import pytest
 from test_control import event_of, result_of
 
@@ -83,6 +84,20 @@ class EpochCallbackSuite:
         )
         assert "val_loss" in error, "names the ones there are"
         assert error.endswith("); name one of those")
+        assert "\n" not in error
+
+    def test_resume_kwargs_refuses_a_checkpoint_the_callback_did_not_write(self, make_tuner):
+        tuner = make_tuner(
+            networks.resumes_from_a_checkpoint_of_its_own,
+            {"library": self.library},
+            max_failures=1,
+        )
+        tuner.run()
+        error = tuner.get_trial(0).error
+        assert error.startswith(
+            f"ValueError: {self.library}.resume_kwargs(): the trial's checkpoint holds no "
+        )
+        assert error.endswith("resume from your own checkpoint by hand")
         assert "\n" not in error
 
     @pytest.mark.parametrize("every", [0, -1, 1.5, True, "5"])

@@ -87,6 +87,31 @@ def keras_fits_a_model_without_config(config):
     model.fit(x, y, epochs=2, verbose=0, callbacks=[ReportCallback(checkpoint_every=1)])
 
 
+def resumes_from_a_checkpoint_of_its_own(config):
+    """Checkpoints a folder of its own making and fails; started again from that checkpoint
+    (`max_failures=1`), it asks the `library`'s `resume_kwargs` to continue from it."""
+    import tempfile
+
+    import nbtune
+
+    if nbtune.get_checkpoint() is None:
+        folder = tempfile.mkdtemp()
+        nbtune.report(step=1, checkpoint=nbtune.Checkpoint.from_directory(folder))
+        raise RuntimeError("fails, to be started again from its checkpoint")
+    if config["library"] == "keras":
+        import keras
+
+        from nbtune.integrations.keras import resume_kwargs
+
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+        model.compile("adam", "mse")
+        resume_kwargs(model)
+    else:
+        from nbtune.integrations.lightning import resume_kwargs
+
+        resume_kwargs()
+
+
 def lightning_fits(config):
     """Fits `classifier()` for `epochs` epochs in all."""
     import lightning
