@@ -13,7 +13,8 @@ misjudge):
 - `sgd_digits`: scikit-learn's SGDClassifier on the digits, one `partial_fit` epoch per
   iteration; the figure is the best validation accuracy of a configuration that ran in full.
 
-Three methods, each stopped once it has run `budget_iterations` iterations in all: nbtune's
+Three methods, each stopped once it has run `budget_iterations` iterations in all (a
+configuration counts as run in full only if its last iteration is within that budget): nbtune's
 RandomSearch with ASHA, nbtune's OptunaSearch (TPE) with ASHA, and plain Optuna (TPE with its
 HyperbandPruner). Means over `SEEDS` seeds. The goal: nbtune TPE+ASHA no worse than Optuna.
 
@@ -177,7 +178,7 @@ def problems(quick: bool) -> list[Problem]:
 
 
 def run_nbtune(problem: Problem, searcher: nt.Searcher, seed: int) -> list[Mapping[str, Any]]:
-    """The configurations that ran in full, with nbtune, stopped at the budget."""
+    """The configurations that ran in full within the budget, with nbtune."""
 
     def train(config):
         for t in range(1, MAX_T + 1):
@@ -199,20 +200,26 @@ def run_nbtune(problem: Problem, searcher: nt.Searcher, seed: int) -> list[Mappi
             progress=False,
         )
         spent = [0]
+        in_full = []
 
         def count(event):
-            if isinstance(event, TrialResult):
-                spent[0] += 1
-                if spent[0] == problem.budget:
-                    tuner.stop()
+            if not isinstance(event, TrialResult) or spent[0] >= problem.budget:
+                return
+            spent[0] += 1
+            if event.result["training_iteration"] == MAX_T:
+                in_full.append(event.trial_id)
+            if spent[0] == problem.budget:
+                tuner.stop()
 
         tuner.subscribe(count)
         tuner.run()
-        return [t.config for t in tuner.trials if t.iteration == MAX_T]
+        configs = {trial.trial_id: trial.config for trial in tuner.trials}
+        return [configs[trial_id] for trial_id in in_full]
 
 
 def run_optuna(problem: Problem, seed: int) -> list[Mapping[str, Any]]:
-    """The configurations that ran in full, with plain Optuna (TPE, HyperbandPruner)."""
+    """The configurations that ran in full within the budget, with plain Optuna (TPE,
+    HyperbandPruner)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=f"{problem.name}-{seed}",  # Hyperband's brackets hash the study's name
@@ -228,11 +235,12 @@ def run_optuna(problem: Problem, seed: int) -> list[Mapping[str, Any]]:
             name: trial.suggest_float(name, d.low, d.high, log=d.log) for name, d in space.items()
         }
         for t in range(1, MAX_T + 1):
+            if spent[0] == problem.budget:
+                study.stop()
+                raise optuna.TrialPruned  # out of budget before its end: not run in full
             value = problem.value(config, t)
             spent[0] += 1
             trial.report(value, t)
-            if spent[0] >= problem.budget:
-                study.stop()
             if trial.should_prune():
                 raise optuna.TrialPruned
         return value
