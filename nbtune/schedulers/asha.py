@@ -35,14 +35,15 @@ class ASHA(Scheduler):
             Trials join them in the proportions of Hyperband's brackets: with 4 brackets and
             reduction_factor 3, 27 : 12 : 6 : 4 from the most eager to cut to the most patient.
         time_attr: the result key that measures progress, counted from 1.
-        bootstrap_count: how many trials must have reached a rung before any goes on past it
-            (Optuna's name). With the default 0 the first to arrive goes on unjudged, so a run
-            of any size has a trial run in full early. But that trial is a random one, and a
-            model-based searcher (TPE), which ranks trials run in full above stopped ones,
-            then models it alone and searches near it. `bootstrap_count=reduction_factor`
-            judges every trial against peers (benchmarks/search_quality.py measures what it
-            gains); it suits runs of many trials, at least reduction_factor to the power of
-            the number of rungs: in smaller ones no trial may run in full.
+        bootstrap_count: how many trials must have reached a rung before a later one may go
+            on past it (Optuna's `bootstrap_count`). With the default 0 the first to arrive
+            goes on unjudged, so a run of any size has a trial run in full early. But that
+            trial is a random one, and a model-based searcher (TPE), which ranks trials run in
+            full above stopped ones, then models it alone and searches near it. With
+            `bootstrap_count=reduction_factor - 1` no trial goes on unless it is the best of at
+            least `reduction_factor` (benchmarks/search_quality.py measures what TPE gains);
+            it suits runs of many trials, at least reduction_factor to the power of the number
+            of rungs: in smaller ones no trial may run in full.
         metric: compare trials by this reported value rather than the Tuner's metric (which
             a run of several metrics needs: `metric="loss"`).
         mode: "min" or "max" for `metric` (default: the Tuner's mode of it, if it tunes it).
@@ -145,11 +146,12 @@ class _Rung:
         self, trial_id: int, score: float, reduction_factor: float, bootstrap_count: int
     ) -> bool:
         """Record a trial's score; whether it ranks among the best 1/reduction_factor of the
-        scores recorded here (at least the best one), once `bootstrap_count` are. Ties go the
-        newcomer's way; a diverged trial (-inf) never raises the bar for the others."""
+        scores recorded here (at least the best one), once more than `bootstrap_count` are.
+        Ties go the newcomer's way; a diverged trial (-inf) never raises the bar for the
+        others."""
         self.recorded[trial_id] = score
         bisect.insort(self._ascending, score)
-        if len(self._ascending) < bootstrap_count:
+        if len(self._ascending) <= bootstrap_count:
             return False
         keep = max(1, math.floor(len(self._ascending) / reduction_factor))
         better = len(self._ascending) - bisect.bisect_right(self._ascending, score)

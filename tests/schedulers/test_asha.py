@@ -39,7 +39,7 @@ def test_asha_cuts_exactly_the_trials_a_hand_computation_cuts(make_tuner):
     assert len(tuner.history()) == sum(LAST_STEP.values()) == 33
 
 
-# With bootstrap_count=3 no trial goes on from a rung fewer than 3 have reached:
+# With bootstrap_count=2 no trial goes on from a rung unless 2 others reached it before:
 #   rung 1: q=5 n=1 and q=3 n=2: cut; q=6 n=3 not best: cut; q=1 n=4 best; q=4 n=5: cut;
 #           q=2 n=6 second of keep 2; q=2.5 n=7: cut
 #   rung 3: q=1 n=1 and q=2 n=2: cut. In a run this small, no trial runs in full.
@@ -47,7 +47,7 @@ BOOTSTRAPPED_LAST_STEP = {0: 1, 1: 1, 2: 1, 3: 3, 4: 1, 5: 3, 6: 1}
 
 
 def test_with_a_bootstrap_count_no_trial_goes_on_unjudged(make_tuner):
-    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3, bootstrap_count=3)
+    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3, bootstrap_count=2)
     tuner = make_tuner(
         trainables.learning_curve,
         {"q": nt.grid(QUALITIES), "max_t": 20},
