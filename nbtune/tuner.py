@@ -709,7 +709,8 @@ def _check_picklable(trainable: object) -> None:
 def _checked_points(
     space: SearchSpace | DefineByRunSpace, points: Sequence[Mapping[str, Any]] | None
 ) -> list[dict[str, Any]]:
-    """`points_to_evaluate` as a list of configs, each naming only parameters of the space."""
+    """`points_to_evaluate` as a list of configs, each naming only parameters of the space and
+    giving only values their domains can give."""
     if points is None:
         return []
     if isinstance(points, Mapping) or not isinstance(points, Sequence):
@@ -725,6 +726,8 @@ def _checked_points(
                 f"points_to_evaluate: {unknown[0]!r} is not a parameter of the search space; "
                 f"use {', '.join(sorted(known))}"
             )
+        if isinstance(space, SearchSpace):
+            space.check_values(point, "points_to_evaluate")
         checked.append(copy.deepcopy(dict(point)))
     return checked
 

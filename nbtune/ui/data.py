@@ -145,14 +145,14 @@ def history_data(
     """One curve per trial that has reported, in trial order; the best three marked, the best
     `FEATURED_CURVES` in colour when there are more curves than that."""
     points: dict[int, tuple[list[int], list[float], list[float]]] = {}
-    start = rows[0]["timestamp"] if rows else 0.0
+    start = _first_time(rows)
     for row in rows:
         value = finite(row.get(metric))
         if value is not None:
             xs, ys, seconds = points.setdefault(row["trial_id"], ([], [], []))
             xs.append(row["training_iteration"])
             ys.append(value)
-            seconds.append(row["timestamp"] - start)
+            seconds.append(_seconds(row, start))
     reported = [trial for trial in trials if trial.trial_id in points]
     featured = (
         {trial.trial_id for trial in reported}
@@ -164,6 +164,17 @@ def history_data(
         for trial in reported
     )
     return HistoryData(metric, curves, _best_ids(trials, mode))
+
+
+def _first_time(rows: Sequence[Mapping[str, Any]]) -> float:
+    """When the run's first result came (epoch seconds), the origin of the time axes."""
+    return next((t for row in rows if (t := finite(row.get("timestamp"))) is not None), 0.0)
+
+
+def _seconds(row: Mapping[str, Any], start: float) -> float:
+    """Seconds from `start` to the row's result; NaN (not drawn) if it has no time."""
+    stamp = finite(row.get("timestamp"))
+    return math.nan if stamp is None else stamp - start
 
 
 def _curve(trial: Trial, xs: tuple, ys: tuple, seconds: tuple, featured: bool) -> Curve:
@@ -193,12 +204,12 @@ def best_so_far_data(rows: Sequence[Mapping[str, Any]], metric: str, mode: str) 
     """A step for every result that improved on the best so far."""
     seconds, values, trial_ids = [], [], []
     best = None
-    start = rows[0]["timestamp"] if rows else 0.0
+    start = _first_time(rows)
     for row in rows:
         improved = better_of(best, row.get(metric), mode)
         if improved != best:
             best = improved
-            seconds.append(row["timestamp"] - start)
+            seconds.append(_seconds(row, start))
             values.append(best)
             trial_ids.append(row["trial_id"])
     return BestSoFarData(metric, tuple(seconds), tuple(values), tuple(trial_ids))

@@ -15,10 +15,11 @@ from typing import Any
 from nbtune.front_end import DashboardSource
 from nbtune.objectives import is_several, pareto_trials, primary
 from nbtune.results import trials_frame
+from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import history_data
 from nbtune.ui.static import learning_curves_svg
-from nbtune.ui.table import badge
+from nbtune.ui.table import badge, short
 
 logger = logging.getLogger("nbtune")
 
@@ -44,7 +45,8 @@ def best_html(trials: Sequence[Trial], metric: Any, mode: Any) -> str:
         return ""
     pick = min if mode == "min" else max
     best = pick(scored, key=lambda trial: trial.best_value)
-    config = html.escape(", ".join(f"{k}={v}" for k, v in best.config.items()))
+    flat = SearchSpace.flatten(best.config)
+    config = html.escape(", ".join(f"{k}={short(v)}" for k, v in flat.items()))
     value = f"<b>{best.best_value:.4g}</b>"
     return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 
