@@ -614,8 +614,8 @@ class LabNotebook:
         The notebook scrolls inside its own panel (a full-page shot shows only the viewport),
         so pass `scroll_to` to bring an element into view first.
         """
-        if scroll_to is not None:
-            scroll_to.scroll_into_view_if_needed()
+        if scroll_to is not None:  # by script: a live element is seldom "stable" for Playwright
+            scroll_to.evaluate("el => el.scrollIntoView({block: 'nearest'})")
         path = self._artifacts / f"{self._prefix}-{name}.png"
         self.page.screenshot(path=str(path))
         return path

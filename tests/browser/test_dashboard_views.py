@@ -102,13 +102,18 @@ def write_live_notebook(folder: Path, wait: bool = True) -> Path:
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    """Poll `check()` until it returns something truthy; fail after `timeout` seconds."""
+    """Poll `check()` until it returns something truthy; fail after `timeout` seconds.
+
+    A check that comes back truthy only after the deadline fails too: a page too busy to
+    answer (each check runs in it) does not pass for one that answered in time.
+    """
     deadline = time.monotonic() + timeout
     while True:
         result = check()
-        if result:
+        late = time.monotonic() > deadline
+        if result and not late:
             return result
-        if time.monotonic() > deadline:
+        if late:
             raise AssertionError(f"not within {timeout} s: {what}")
         time.sleep(0.1)
 
