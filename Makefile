@@ -1,5 +1,6 @@
-# Two entry points: `make demo` (a real tuning run, headless) and `make test` (the whole suite).
-# Both build a virtual environment in .venv from this repository's own files.
+# Two entry points: `make demo` (a real tuning run, headless) and `make test` (the whole suite);
+# `make test-lightning` adds torch and the Lightning integration's tests, which `make test` skips.
+# All build a virtual environment in .venv from this repository's own files.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # when it is missing. Never `playwright install`.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test lint bench
+.PHONY: demo test test-lightning lint bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -31,7 +32,25 @@ lint: $(VENV)/.installed-test
 
 test: lint $(VENV)/ipykernel6/.installed | $(CHROMIUM)
 	$(BIN)/python -m pytest
-	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/
+	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/ \
+	  --ignore=notebooks/lightning.ipynb
+
+# torch is too big for `make test`'s environment: the Lightning tests skip themselves without it,
+# and this target installs it, then runs them and their notebook (2 minutes after `make test` on
+# a busy 2-core machine: 1 to install, 1 to test). torch goes in first and alone, so that pip
+# takes the CPU wheel (in CI, from PIP_FIND_LINKS; elsewhere set
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu) rather than let lightning pull the
+# multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+
+$(VENV)/.installed-lightning: pyproject.toml $(VENV)/.installed-test
+	$(BIN)/python -m pip install --quiet '$(TORCH)'
+	$(BIN)/python -m pip install --quiet --editable '.[lightning]'
+	touch $@
+
+test-lightning: $(VENV)/.installed-lightning
+	$(BIN)/python -m pytest tests/integrations/test_lightning.py
+	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/lightning.ipynb
 
 # The dashboard is also tested on the latest ipykernel 6 (no subshells), kept apart from the
 # environment's ipykernel 7 and put on the test kernel's PYTHONPATH.

@@ -13,13 +13,17 @@ misjudge):
 - `sgd_digits`: scikit-learn's SGDClassifier on the digits, one `partial_fit` epoch per
   iteration; the figure is the best validation accuracy of a configuration that ran in full.
 
-Three methods, each stopped once it has run `budget_iterations` iterations in all: nbtune's
-RandomSearch with ASHA, nbtune's OptunaSearch (TPE) with ASHA, and plain Optuna (TPE with its
-HyperbandPruner). Means over `SEEDS` seeds. The goal: nbtune TPE+ASHA no worse than Optuna.
+Four methods, each stopped once it has run `budget_iterations` iterations in all (a
+configuration counts as run in full only if its last iteration is within that budget): nbtune's
+RandomSearch with ASHA; nbtune's OptunaSearch (TPE) with ASHA; plain Optuna (TPE with its
+HyperbandPruner); and nbtune TPE+ASHA again with `ASHA(bootstrap_count=2)`, which lets a trial
+go on from a rung only if it is in the best third of at least 3 there. Means over `SEEDS`
+seeds. The goal: nbtune TPE+ASHA (defaults) no worse than Optuna.
 
 Usage:
     python benchmarks/search_quality.py            # every problem (a few minutes)
     python benchmarks/search_quality.py --quick    # 2 seeds, smaller budgets: a smoke test
+    python benchmarks/search_quality.py --problem hartmann6 --seeds 20 --first-seed 5
 """
 
 from __future__ import annotations
@@ -176,8 +180,10 @@ def problems(quick: bool) -> list[Problem]:
     ]
 
 
-def run_nbtune(problem: Problem, searcher: nt.Searcher, seed: int) -> list[Mapping[str, Any]]:
-    """The configurations that ran in full, with nbtune, stopped at the budget."""
+def run_nbtune(
+    problem: Problem, searcher: nt.Searcher, seed: int, bootstrap_count: int = 0
+) -> list[Mapping[str, Any]]:
+    """The configurations that ran in full within the budget, with nbtune and ASHA."""
 
     def train(config):
         for t in range(1, MAX_T + 1):
@@ -192,27 +198,35 @@ def run_nbtune(problem: Problem, searcher: nt.Searcher, seed: int) -> list[Mappi
             num_samples=10_000,
             max_concurrent=1,
             searcher=searcher,
-            scheduler=nt.ASHA(max_t=MAX_T, grace_period=1, reduction_factor=3),
+            scheduler=nt.ASHA(
+                max_t=MAX_T, grace_period=1, reduction_factor=3, bootstrap_count=bootstrap_count
+            ),
             executor=nt.ThreadExecutor(),
             storage_path=storage,
             seed=seed,
             progress=False,
         )
         spent = [0]
+        in_full = []
 
         def count(event):
-            if isinstance(event, TrialResult):
-                spent[0] += 1
-                if spent[0] == problem.budget:
-                    tuner.stop()
+            if not isinstance(event, TrialResult) or spent[0] >= problem.budget:
+                return
+            spent[0] += 1
+            if event.result["training_iteration"] == MAX_T:
+                in_full.append(event.trial_id)
+            if spent[0] == problem.budget:
+                tuner.stop()
 
         tuner.subscribe(count)
         tuner.run()
-        return [t.config for t in tuner.trials if t.iteration == MAX_T]
+        configs = {trial.trial_id: trial.config for trial in tuner.trials}
+        return [configs[trial_id] for trial_id in in_full]
 
 
 def run_optuna(problem: Problem, seed: int) -> list[Mapping[str, Any]]:
-    """The configurations that ran in full, with plain Optuna (TPE, HyperbandPruner)."""
+    """The configurations that ran in full within the budget, with plain Optuna (TPE,
+    HyperbandPruner)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=f"{problem.name}-{seed}",  # Hyperband's brackets hash the study's name
@@ -228,11 +242,12 @@ def run_optuna(problem: Problem, seed: int) -> list[Mapping[str, Any]]:
             name: trial.suggest_float(name, d.low, d.high, log=d.log) for name, d in space.items()
         }
         for t in range(1, MAX_T + 1):
+            if spent[0] == problem.budget:
+                study.stop()
+                raise optuna.TrialPruned  # out of budget before its end: not run in full
             value = problem.value(config, t)
             spent[0] += 1
             trial.report(value, t)
-            if spent[0] >= problem.budget:
-                study.stop()
             if trial.should_prune():
                 raise optuna.TrialPruned
         return value
@@ -256,15 +271,23 @@ METHODS: dict[str, Callable[[Problem, int], list[Mapping[str, Any]]]] = {
     "nbtune random+ASHA": lambda problem, seed: run_nbtune(problem, nt.RandomSearch(), seed),
     "nbtune TPE+ASHA": lambda problem, seed: run_nbtune(problem, nt.OptunaSearch(), seed),
     "optuna TPE+Hyperband": run_optuna,
+    "nbtune TPE+ASHA(bootstrap_count=2)": lambda problem, seed: run_nbtune(
+        problem, nt.OptunaSearch(), seed, bootstrap_count=2
+    ),
 }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 seeds, half the budget")
+    parser.add_argument("--problem", action="append", help="only this problem (repeatable)")
+    parser.add_argument("--seeds", type=int, help=f"how many seeds (default {SEEDS})")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds from this one on")
     args = parser.parse_args(argv)
-    seeds = range(2 if args.quick else SEEDS)
-    for problem in problems(args.quick):
+    count = args.seeds or (2 if args.quick else SEEDS)
+    seeds = range(args.first_seed, args.first_seed + count)
+    chosen = [p for p in problems(args.quick) if not args.problem or p.name in args.problem]
+    for problem in chosen:
         for method, run in METHODS.items():
             scores = [score(problem, run(problem, seed)) for seed in seeds]
             print(
@@ -275,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
                         "method": method,
                         "mean": round(statistics.mean(scores), 5),
                         "seeds": [round(value, 5) for value in scores],
+                        "first_seed": args.first_seed,
                         "budget_iterations": problem.budget,
                         "max_t": MAX_T,
                     }

@@ -14,6 +14,15 @@ Prints one JSON line per figure:
    10 redraws a second at most.
 4. `redraw_ms`: one redraw of each dashboard tab for an experiment of 1,000 trials and 50,000
    results, after the first drawing. Target: < 100 ms.
+5. `chart_ms` (one line per chart; `--charts` prints these alone, in seconds, without a
+   kernel): for 64 trials of 100 results each (3 parameters: a log-scale one, an integer one,
+   a categorical one), the data extraction and drawing into a new, empty `LiveFigure`
+   (`first_ms`, the tab's first drawing; target < 1,000 ms), then a redraw after every trial
+   reported once more (`redraw_ms`) and one with nothing new (`idle_redraw_ms`), and the
+   update messages those redraws sent. `widget_ms` is making the empty `LiveFigure` (the
+   process's first one imports plotly's widget code: ipywidgets, anywidget).
+6. `svg_ms`: building the static SVG of those learning curves (`learning_curves_svg`), and
+   its size. Target: < 100 ms.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import statistics
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 
 from jupyter_client.manager import start_new_kernel
 
@@ -147,6 +157,121 @@ def redraw_times() -> dict[str, float]:
         return times
 
 
+def synthetic_run(trials: int, results: int) -> tuple[list, list[dict]]:
+    """Trials and result rows as a runner holds them: `trials` trials of `results` results,
+    over a log-scale, an integer and a categorical parameter."""
+    from nbtune.trial import Trial, TrialStatus
+
+    made, rows = [], []
+    for trial_id in range(trials):
+        config = {"lr": 10 ** -(1 + trial_id % 40 / 10), "units": 8 * (1 + trial_id % 5)}
+        config["opt"] = ("sgd", "adam", "rmsprop")[trial_id % 3]
+        trial = Trial(trial_id, config, status=TrialStatus.RUNNING)
+        for step in range(1, results + 1):
+            loss = config["lr"] * 10 + 1 / step + trial_id / 1000
+            rows.append(
+                {
+                    "trial_id": trial_id,
+                    "training_iteration": step,
+                    "timestamp": 1000.0 + step + trial_id / 100,
+                    "loss": loss,
+                }
+            )
+            trial = trial.with_result(rows[-1], "loss", "min")
+        made.append(trial)
+    return made, rows
+
+
+def one_more_result(trials: list, rows: list[dict]) -> tuple[list, list[dict]]:
+    """Every trial reports once more."""
+    more = [
+        {**rows[-1], "trial_id": trial.trial_id, "training_iteration": trial.iteration + 1}
+        for trial in trials
+    ]
+    trials = [
+        trial.with_result(row, "loss", "min") for trial, row in zip(trials, more, strict=True)
+    ]
+    return trials, sorted(rows + more, key=lambda row: row["timestamp"])
+
+
+def chart_times(trials: int = 64, results: int = 100) -> list[dict]:
+    """First drawing and redraws of each chart into a live FigureWidget, and the SVG's build."""
+    from nbtune.ui import data, figures
+    from nbtune.ui.static import learning_curves_svg
+
+    log_scale = frozenset({"lr"})
+    charts: dict[str, Callable] = {
+        "learning curves": lambda t, r, f: figures.history_figure(
+            data.history_data(t, r, "loss", "min"), f
+        ),
+        "best so far": lambda t, r, f: figures.best_so_far_figure(
+            data.best_so_far_data(r, "loss", "min"), f
+        ),
+        "parallel coordinates": lambda t, r, f: figures.parallel_coordinates_figure(
+            data.parameter_data(t, "loss", log_scale), f
+        ),
+        "parameters": lambda t, r, f: figures.parameter_scatter_figure(
+            data.parameter_data(t, "loss", log_scale), f
+        ),
+        "importance": lambda t, r, f: figures.importance_figure(
+            data.importance_data(t, "loss", "min"), f
+        ),
+    }
+    before = synthetic_run(trials, results)
+    after = one_more_result(*before)
+    lines = [
+        {"figure": "chart_ms", "chart": chart, "trials": trials, "results_per_trial": results}
+        | _draw_times(draw, before, after)
+        for chart, draw in charts.items()
+    ]
+    svg: list[str] = []
+    svg_ms = _ms(lambda: svg.append(learning_curves_svg(data.history_data(*after, "loss", "min"))))
+    lines.append(
+        {
+            "figure": "svg_ms",
+            "trials": trials,
+            "results_per_trial": results + 1,
+            "value_ms": round(svg_ms, 1),
+            "kilobytes": round(len(svg[0]) / 1024, 1),
+            "target_ms": 100,
+            "passed": svg_ms < 100,
+        }
+    )
+    return lines
+
+
+def _draw_times(draw: Callable, before: tuple, after: tuple) -> dict:
+    """A new `LiveFigure` (the dashboard's FigureWidget), `draw` into it from `before`, then
+    twice from `after`."""
+    from nbtune.ui.live import LiveFigure
+
+    started = time.perf_counter()
+    figure = LiveFigure()
+    widget_ms = (time.perf_counter() - started) * 1e3
+    first_ms = _ms(lambda: draw(*before, figure))
+    sent = []
+    figure.observe(lambda change: change["new"] and sent.append(1), "_py2js_update")
+    redraw_ms = _ms(lambda: draw(*after, figure))
+    redraw_messages = len(sent)
+    idle_redraw_ms = _ms(lambda: draw(*after, figure))
+    return {
+        "widget_ms": round(widget_ms, 1),
+        "first_ms": round(first_ms, 1),
+        "redraw_ms": round(redraw_ms, 1),
+        "idle_redraw_ms": round(idle_redraw_ms, 1),
+        "update_messages": [redraw_messages, len(sent) - redraw_messages],
+        "target_first_ms": 1000,
+        "passed": first_ms < 1000,
+    }
+
+
+def _ms(action: Callable[[], object]) -> float:
+    """Milliseconds `action()` takes."""
+    started = time.perf_counter()
+    action()
+    return (time.perf_counter() - started) * 1e3
+
+
 def main(seconds: float) -> None:
     with_dashboard = live_run(True, seconds)
     without = live_run(False, seconds)
@@ -189,6 +314,8 @@ def main(seconds: float) -> None:
         ),
         flush=True,
     )
+    for line in chart_times():
+        print(json.dumps(line), flush=True)
     times = redraw_times()
     print(
         json.dumps(
@@ -208,4 +335,12 @@ def main(seconds: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0)
-    main(parser.parse_args().seconds)
+    parser.add_argument(
+        "--charts", action="store_true", help="only the charts' figures (no kernel, seconds)"
+    )
+    arguments = parser.parse_args()
+    if arguments.charts:
+        for line in chart_times():
+            print(json.dumps(line), flush=True)
+    else:
+        main(arguments.seconds)

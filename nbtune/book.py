@@ -34,6 +34,7 @@ class LiveTrial:
             out; a trial told to STOP no longer counts against `max_concurrent`.
         pending: the decision (PAUSE or STOP) it gets at its next report; a stop outranks a
             pause.
+        stopped_by: who asked for the STOP that is pending or told (`Trial.stopped_by`).
         making_room: the pause (pending or told) gives back its worker because the run's
             concurrency was lowered; the trial goes back to the head of the queue.
         resume_on_arrival: the user resumed it while its pause was on the way.
@@ -50,6 +51,7 @@ class LiveTrial:
     on_worker: bool = False
     told: Decision | None = None
     pending: Decision | None = None
+    stopped_by: str | None = None
     making_room: bool = False
     resume_on_arrival: bool = False
     user_paused: bool = False
@@ -59,13 +61,16 @@ class LiveTrial:
     timed_out: str | None = None
     fork_waiting: Exploit | None = None
 
-    def ask(self, decision: Decision) -> None:
+    def ask(self, decision: Decision, stopped_by: str | None = None) -> None:
         """Have the trial take `decision` at its next report; a stop outranks a pause (and
-        the room that pause would have made)."""
+        the room that pause would have made), and the first stop asked for stands, with who
+        asked for it (`stopped_by`)."""
+        if self.pending is Decision.STOP:
+            return
         if decision is Decision.STOP:
             self.making_room = False
-        if self.pending is not Decision.STOP:
-            self.pending = decision
+            self.stopped_by = stopped_by
+        self.pending = decision
 
     def drop_pause(self) -> None:
         """Forget a pause the user asked for (not one that makes room under a lower limit)."""
@@ -136,7 +141,7 @@ class TrialBook:
             return
         live.on_worker = live.reporting_freely = False
         live.making_room = live.resume_on_arrival = False
-        live.told = live.pending = live.timed_out = None
+        live.told = live.pending = live.stopped_by = live.timed_out = None
         self._forget_if_over(trial_id)
 
     def _forget_if_over(self, trial_id: int) -> None:
@@ -242,6 +247,9 @@ def _check_live(trial: Trial, live: LiveTrial) -> None:
     assert live.pending in (None, Decision.PAUSE, Decision.STOP), name
     assert running or live.pending is None, f"a decision pending for a trial not running: {name}"
     assert live.told is not Decision.CONTINUE, name
+    assert live.stopped_by is None or Decision.STOP in (live.pending, live.told), (
+        f"who stops it, without a stop: {name}"
+    )
     assert not live.making_room or (running and Decision.PAUSE in (live.pending, live.told)), (
         f"making room without a pause: {name}"
     )

@@ -98,20 +98,26 @@ class RunControl:
             self._book.enqueue(trial_id, "ahead" if trial.has_checkpoint else "first")
         self._runner.bus.publish(TrialResumed(trial_id))
 
-    def stop_trial(self, trial_id: int, force: bool = False) -> None:
-        """End a trial (TERMINATED, results kept): a running one at its next report."""
+    def stop_trial(
+        self, trial_id: int, force: bool = False, stopped_by: str | None = "user"
+    ) -> None:
+        """End a trial (TERMINATED, results kept): a running one at its next report.
+
+        `stopped_by` says who asked (`Trial.stopped_by`): the user, unless the runner stops it
+        for the scheduler or for the run's end.
+        """
         trial = self.trial(trial_id)
         if trial.status.is_finished:
             raise IllegalTransitionError(f"trial {trial_id} has already ended ({trial.status})")
         executor = self._runner.executor
         if trial.status is TrialStatus.RUNNING:
-            self._book.live[trial_id].ask(Decision.STOP)
+            self._book.live[trial_id].ask(Decision.STOP, stopped_by)
             if force and executor.can_kill_trial:
                 executor.kill(trial_id)
             return
         if trial.paused_by == "suspend":
             self._runner.reply(trial, Decision.STOP)
-        self._runner.end(trial, TrialStatus.TERMINATED)
+        self._runner.end(trial, TrialStatus.TERMINATED, stopped_by=stopped_by)
 
     def pause_all(self) -> None:
         """Hold the whole experiment: every trial pauses and none starts."""

@@ -52,7 +52,15 @@ class DashboardSource(Protocol):
 
     @property
     def state(self) -> str:
-        """One of "pending", "running", "finished", "stopped", "failed" ("unfinished": on disk)."""
+        """One of "pending", "running", "paused", "finished", "stopped", "failed"
+        ("unfinished": on disk).
+
+        "paused": the run is live but nothing runs and nothing will start by itself: after
+        Pause all (a trial added meanwhile waits too), or once every unfinished trial is
+        paused by hand and no new one starts in their place (the searcher has nothing to give,
+        or suspended trials hold every worker). It is "running" again once a trial is
+        resumed. A run that has ended is "finished", "stopped" or "failed".
+        """
 
     @property
     def live(self) -> bool:
@@ -64,7 +72,12 @@ class DashboardSource(Protocol):
 
     @property
     def planned_trials(self) -> int | None:
-        """How many trials the searcher plans in all; None if it cannot say."""
+        """How many trials the searcher plans in all; None if it cannot say.
+
+        Trials it did not suggest (added by hand, forked, made by a scheduler: their `origin`
+        is not "searcher") come on top, so a progress bar's end is this plus those. Once the
+        run has ended, it is the number the searcher did suggest: no trial still to come.
+        """
 
     def snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
         """The trials and the result rows, consistent with each other, at one moment."""

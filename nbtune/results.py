@@ -34,9 +34,12 @@ def trials_frame(
     checkpoint_mb: Mapping[int, float] | None = None,
 ) -> pd.DataFrame:
     """One row per trial: id, status, `config/<param>` columns, metric (last and best), ...,
-    and `checkpoint_mb`, the disk its checkpoints use, where it is given; `gpu`, the ids it
-    ran on, in a run whose trials use GPUs. With several metrics: each one's last value and
-    `pareto`, whether the trial is on the Pareto front (see `nbtune.objectives`)."""
+    `stopped_by` (who cut a TERMINATED trial short: "user", "scheduler", "stop criteria",
+    "time budget" or "fail fast", see `nbtune.trial.STOPPED_BY`; <NA> for one that ran to its
+    end, failed or is not over), and `checkpoint_mb`, the disk its checkpoints use, where it
+    is given; `gpu`, the ids it ran on, in a run whose trials use GPUs. With several metrics:
+    each one's last value and `pareto`, whether the trial is on the Pareto front (see
+    `nbtune.objectives`)."""
     import pandas as pd  # imported here so that workers and `import nbtune` stay light
 
     rows = []
@@ -55,6 +58,7 @@ def trials_frame(
         row["runtime_s"] = trial.runtime_s
         row["error"] = trial.error
         row["paused_by"] = trial.paused_by
+        row["stopped_by"] = trial.stopped_by
         row["parent"] = trial.parent
         row["attempts"] = trial.attempts
         if checkpoint_mb is not None:
@@ -76,7 +80,15 @@ def trials_frame(
 def _trial_columns(rows: list[dict[str, Any]], metric: str | Sequence[str] | None) -> list[str]:
     config_columns = dict.fromkeys(k for row in rows for k in row if k.startswith("config/"))
     metric_columns = _metric_columns(metric)
-    tail = ["training_iteration", "runtime_s", "error", "paused_by", "parent", "attempts"]
+    tail = [
+        "training_iteration",
+        "runtime_s",
+        "error",
+        "paused_by",
+        "stopped_by",
+        "parent",
+        "attempts",
+    ]
     return ["trial_id", "status", *config_columns, *metric_columns, *tail]
 
 
@@ -112,6 +124,7 @@ def _trial_dtypes(metric: str | Sequence[str] | None) -> dict[str, Any]:
         "runtime_s": "float64",
         "error": "string",
         "paused_by": "string",
+        "stopped_by": "string",
         "parent": "Int64",
         "attempts": "int64",
     }
@@ -169,7 +182,8 @@ class ResultsView:
 
     def dataframe(self) -> pd.DataFrame:
         """One row per trial: `trial_id`, `status`, `config/<param>`, the metric, ...,
-        `checkpoint_mb` (megabytes, 10**6 bytes, its checkpoints use on disk)."""
+        `stopped_by` (who cut a trial short, see `trials_frame`), `checkpoint_mb` (megabytes,
+        10**6 bytes, its checkpoints use on disk)."""
         trials = self._snapshot()[0]
         return trials_frame(trials, self.metric, self.mode, self.checkpoint_mb(trials))
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from nbtune import objectives
-from nbtune.book import TrialBook
+from nbtune.book import LiveTrial, TrialBook
 from nbtune.control import RunControl
 from nbtune.errors import RunEndedError
 from nbtune.events import (
@@ -145,6 +145,9 @@ class TrialRunner:
         self._best_value: float | None = None
         self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
         self._stopping: str | None = None
+        self._stopped_by = "user"
+        self._searcher_waits = False
+        """The searcher had nothing to give at its last ask (a `ConcurrencyLimiter` at its cap)."""
         self._stopping_since = 0.0
         self._holds_trials = False
         self._closed = False
@@ -195,18 +198,25 @@ class TrialRunner:
                 future.set_exception(RunEndedError(f"the run has ended ({self.state})"))
 
     def request_stop(
-        self, state: str = "stopped", error: str | None = None, *, hold: bool = False
+        self,
+        state: str = "stopped",
+        error: str | None = None,
+        *,
+        hold: bool = False,
+        stopped_by: str = "user",
     ) -> None:
         """End the run: no trial starts any more, running ones stop at their next report.
 
         Trials paused by checkpoint stay PAUSED, to be resumed by `Tuner.restore`. With `hold`,
         running trials pause instead of ending, and suspended ones give back their worker and
         stay PAUSED, so that `restore` carries every one of them on; without it, suspended
-        trials cannot be saved, so they end here.
+        trials cannot be saved, so they end here, recorded as stopped by `stopped_by` (see
+        `Trial.stopped_by`).
         """
         if self._stopping is not None:
             return
         self._stopping = state
+        self._stopped_by = stopped_by
         self._stopping_since = time.monotonic()
         self.error = error
         self._holds_trials = hold or self.control.paused_all  # pause_all() first keeps them
@@ -217,10 +227,32 @@ class TrialRunner:
     def _leave_suspended(self, trial: Trial) -> None:
         """A suspended trial of a run that ends: released and held, or ended."""
         if not self._holds_trials:
-            self.control.stop_trial(trial.trial_id)
+            self.control.stop_trial(trial.trial_id, stopped_by=self._stopped_by)
             return
         self.reply(trial, Decision.STOP)
         self.record(trial.evolve(paused_by=trial.waits_by))
+
+    def holds_every_trial(self) -> bool:
+        """Whether the run goes on but nothing runs and nothing will start by itself: Pause all
+        holds it and no trial runs any more (a trial added meanwhile waits), or every
+        unfinished trial is PAUSED and no new one starts (see `_starts_none`). Any thread
+        may ask."""
+        with self.lock:
+            if self.state != "running" or self._stopping is not None or self.done.is_set():
+                return False
+            if self.control.paused_all:
+                return all(trial.status is not TrialStatus.RUNNING for trial in self.book)
+            unfinished = [trial for trial in self.book if not trial.status.is_finished]
+            paused = all(trial.status is TrialStatus.PAUSED for trial in unfinished)
+            return bool(unfinished) and paused and self._starts_none()
+
+    def _starts_none(self) -> bool:
+        """Whether no new trial starts while the paused ones stay paused: the searcher has
+        nothing left (or nothing now), or trials the user suspended hold every worker."""
+        if self.searcher.is_finished or self._searcher_waits:
+            return True
+        held = [live for live in self.book.live.values() if live.on_worker]
+        return len(held) >= self.max_concurrent and all(live.user_paused for live in held)
 
     # ----- the loop ---------------------------------------------------------------------------
 
@@ -251,7 +283,7 @@ class TrialRunner:
         with self.lock:
             self._run_commands()
             if deadline is not None and time.monotonic() >= deadline:
-                self.request_stop("finished")
+                self.request_stop("finished", stopped_by="time budget")
             if self._stopping is None:
                 self._fill_slots()
             if self._is_over():
@@ -396,6 +428,7 @@ class TrialRunner:
         queue_all = self.scheduler.shares_time and self.searcher.planned_trials is not None
         while not self.searcher.is_finished and (queue_all or not self.book.queue):
             config = self.searcher.suggest(len(self.book))
+            self._searcher_waits = config is None
             if config is None:
                 return
             self.add_trial(config, origin="searcher")
@@ -530,7 +563,8 @@ class TrialRunner:
         if event.waits:
             self.reply(trial, decision)
         elif decision is not Decision.CONTINUE:
-            self.book.live[trial.trial_id].ask(decision)
+            live = self.book.live[trial.trial_id]
+            live.ask(decision, live.stopped_by)
         self.storage.append_result(row)
         self.results.append(row)
         self.record(trial, journal=event.checkpoint is not None)
@@ -561,29 +595,42 @@ class TrialRunner:
             self._retain(trial, {})
         if event.waits:
             ending = self._stopping is not None
-            decision = self._ending_decision() if ending else Decision.CONTINUE
+            decision = self._ending_decision(live) if ending else Decision.CONTINUE
             self.reply(trial, decision)
             self._end_if_stopped(trial.trial_id, decision)
         return True
 
     def _decide(self, trial: Trial, row: Mapping[str, Any]) -> Decision:
-        """A run that ends comes first, then the user's commands, stop criteria, the scheduler.
+        """A run that ends comes first, then the user's commands, stop criteria, the scheduler;
+        a STOP records who asked for it (`LiveTrial.stopped_by`), none when the scheduler stops
+        the trial at its budget's end.
 
         The scheduler hears of every result, even one whose fate the user already decided.
         """
+        live = self.book.live[trial.trial_id]
         if self._stopping is not None:
-            return self._ending_decision()
+            return self._ending_decision(live)
         verdict = self.scheduler.on_result(trial, row)
-        pending = self.book.live[trial.trial_id].pending
-        if pending is Decision.STOP or self.should_stop(trial.trial_id, row):
+        pending = live.pending
+        if pending is Decision.STOP:
             return Decision.STOP
-        if pending is None and verdict is Decision.STOP and not self.scheduler.at_budget_end(row):
+        if self.should_stop(trial.trial_id, row):
+            return _stop(live, "stop criteria")
+        if pending is None and verdict is Decision.STOP:
+            if self.scheduler.at_budget_end(row):
+                return _stop(live, None)
             self.searcher.on_pruned(trial.trial_id)
+            return _stop(live, "scheduler")
         return pending or verdict
 
-    def _ending_decision(self) -> Decision:
-        """What a trial does at its report once the run ends: pause if held, else stop."""
-        return Decision.PAUSE if self._holds_trials else Decision.STOP
+    def _ending_decision(self, live: LiveTrial) -> Decision:
+        """What a trial does at its report once the run ends: pause if held, else stop (for
+        the run's reason, unless a stop was asked for it already)."""
+        if self._holds_trials:
+            return Decision.PAUSE
+        if live.pending is Decision.STOP:
+            return Decision.STOP
+        return _stop(live, self._stopped_by)
 
     def reply(self, trial: Trial, decision: Decision) -> None:
         """Send the decision on a result that waits for it (or to a suspended trial), and how
@@ -602,7 +649,8 @@ class TrialRunner:
         """A trial told to stop has ended: its results are all in, and its worker is taken
         for the next trial while it winds down (it holds the run open until then)."""
         if decision is Decision.STOP:
-            self.end(self.book[trial_id], TrialStatus.TERMINATED)
+            stopped_by = self.book.live[trial_id].stopped_by
+            self.end(self.book[trial_id], TrialStatus.TERMINATED, stopped_by=stopped_by)
 
     def _stop_if_waiting(self, event: WorkerResult) -> None:
         """Stop a trial the run is done with; one that does not wait is nudged (see
@@ -651,25 +699,28 @@ class TrialRunner:
             self._best_value = value
             self.best_result = row
 
-    def _on_done(self, trial_id: int, output: str) -> None:
+    def _on_done(self, trial_id: int, output: str, stopped_by: str | None = None) -> None:
+        """The trial's worker is done with it: a running trial ended, of its own accord unless
+        `stopped_by` killed it."""
         self.book.left_worker(trial_id)
         self._ship_output(trial_id, output)
         trial = self.book[trial_id]
         if trial.status is TrialStatus.RUNNING:
-            self.end(trial, TrialStatus.TERMINATED)
+            self.end(trial, TrialStatus.TERMINATED, stopped_by=stopped_by)
 
     def _on_paused(self, event: WorkerPaused) -> None:
         """The trial saved a checkpoint and left its worker."""
         trial_id = event.trial_id
         live = self.book.facts(trial_id)
         requeue, resume, stop = live.making_room, live.resume_on_arrival, live.pending
+        stopped_by = live.stopped_by
         self.book.left_worker(trial_id)
         trial = self.book[trial_id]
         if trial.status is not TrialStatus.RUNNING:
             return
         trial = self._with_checkpoint(trial, event.checkpoint)
         if stop is Decision.STOP:
-            self.end(trial, TrialStatus.TERMINATED)
+            self.end(trial, TrialStatus.TERMINATED, stopped_by=stopped_by)
         else:
             self.to_paused(trial, "checkpoint")
         self._retain(self.book[trial_id], trial.last_result)
@@ -681,8 +732,9 @@ class TrialRunner:
         trial_id = event.trial_id
         live = self.book.facts(trial_id)
         requeue, resume, stop = live.making_room, live.resume_on_arrival, live.pending
+        stopped_by = live.stopped_by
         live.making_room = live.resume_on_arrival = False
-        live.told = live.pending = None
+        live.told = live.pending = live.stopped_by = None
         trial = self.book[trial_id]
         if trial.status is not TrialStatus.RUNNING:
             return
@@ -691,7 +743,7 @@ class TrialRunner:
             return
         self.to_paused(trial, "suspend")
         if stop is Decision.STOP:
-            self.control.stop_trial(trial_id)
+            self.control.stop_trial(trial_id, stopped_by=stopped_by)
         elif self._stopping is not None:
             self._leave_suspended(self.book[trial_id])
         elif resume:
@@ -724,7 +776,7 @@ class TrialRunner:
         live = self.book.facts(event.trial_id)
         timed_out = live.timed_out
         if timed_out is None and live.pending is Decision.STOP:
-            self._on_done(event.trial_id, "")
+            self._on_done(event.trial_id, "", live.stopped_by)
             return
         error = timed_out or f"WorkerLost: {event.error}"
         self._on_failure(event.trial_id, error, event.error, "", bystander=event.bystander)
@@ -732,7 +784,8 @@ class TrialRunner:
     def _on_failure(
         self, trial_id: int, error: str, traceback: str, output: str, *, bystander: bool = False
     ) -> None:
-        stop_asked = self.book.facts(trial_id).pending is Decision.STOP
+        live = self.book.facts(trial_id)
+        stop_asked, stopped_by = live.pending is Decision.STOP, live.stopped_by
         self.book.left_worker(trial_id)
         self._ship_output(trial_id, output)
         trial = self.book[trial_id]
@@ -743,7 +796,7 @@ class TrialRunner:
             return
         if bystander and self._stopping is None:
             if stop_asked:
-                self.end(trial, TrialStatus.TERMINATED)
+                self.end(trial, TrialStatus.TERMINATED, stopped_by=stopped_by)
             else:
                 self._restart_first(trial)
             return
@@ -766,10 +819,24 @@ class TrialRunner:
             self.book.enqueue(trial.trial_id, "first")
 
     def end(
-        self, trial: Trial, status: TrialStatus, error: str | None = None, traceback: str = ""
+        self,
+        trial: Trial,
+        status: TrialStatus,
+        error: str | None = None,
+        traceback: str = "",
+        *,
+        stopped_by: str | None = None,
     ) -> None:
-        """End the trial (TERMINATED or ERROR) and tell the scheduler, the searcher and the bus."""
-        trial = trial.evolve(status=status, error=error, paused_by=None, **_runtime_banked(trial))
+        """End the trial (TERMINATED or ERROR) and tell the scheduler, the searcher and the bus;
+        `stopped_by` says who cut a TERMINATED trial short (`Trial.stopped_by`)."""
+        stopped_by = stopped_by if status is TrialStatus.TERMINATED else None
+        trial = trial.evolve(
+            status=status,
+            error=error,
+            paused_by=None,
+            stopped_by=stopped_by,
+            **_runtime_banked(trial),
+        )
         self.record(trial)
         waiting_fork = self.book.ended(trial.trial_id)
         if waiting_fork is not None:
@@ -789,7 +856,11 @@ class TrialRunner:
         self.bus.publish(TrialErrored(trial.trial_id, error or "", traceback))
         self._apply_scheduler_requests()
         if self.fail_fast:
-            self.request_stop("failed", f"trial {trial.trial_id} failed ({error}); fail_fast=True")
+            self.request_stop(
+                "failed",
+                f"trial {trial.trial_id} failed ({error}); fail_fast=True",
+                stopped_by="fail fast",
+            )
 
     # ----- trials that hang ---------------------------------------------------------------------
 
@@ -833,7 +904,8 @@ class TrialRunner:
                 self.book.left_worker(trial_id)
                 self.to_paused(trial, trial.waits_by)
             else:
-                self.end(trial, TrialStatus.TERMINATED)
+                stopped_by = self.book.live[trial_id].stopped_by or self._stopped_by
+                self.end(trial, TrialStatus.TERMINATED, stopped_by=stopped_by)
                 self.book.left_worker(trial_id)
 
     def _apply_scheduler_requests(self) -> bool:
@@ -851,7 +923,7 @@ class TrialRunner:
             if trial is None or trial.status.is_finished:
                 continue
             if isinstance(request, Stop):
-                self.control.stop_trial(request.trial_id)
+                self.control.stop_trial(request.trial_id, stopped_by="scheduler")
             elif (
                 trial.status is not TrialStatus.PENDING
                 and not self.book.live[request.trial_id].user_paused
@@ -925,6 +997,12 @@ def _runtime_banked(trial: Trial) -> dict[str, Any]:
         "runtime_s": trial.runtime_s + max(0.0, time.time() - trial.started_at),
         "started_at": None,
     }
+
+
+def _stop(live: LiveTrial, stopped_by: str | None) -> Decision:
+    """A STOP for the trial of `live`, asked for by `stopped_by` (None: its budget's end)."""
+    live.stopped_by = stopped_by
+    return Decision.STOP
 
 
 def _holds_worker(trial: Trial) -> bool:

@@ -44,6 +44,11 @@ class Domain(ABC):
     def sample(self, rng: np.random.Generator) -> Any:
         """One value drawn with `rng`, so the caller controls reproducibility."""
 
+    def contains(self, value: Any) -> bool:
+        """Whether `value` is one this domain can give, to check a value picked by hand
+        (`points_to_evaluate`); a domain that cannot tell (`sample_from`) accepts any."""
+        return True
+
 
 @dataclass(frozen=True, repr=False)
 class Uniform(Domain):
@@ -63,6 +68,9 @@ class Uniform(Domain):
     def sample(self, rng: np.random.Generator) -> float:
         value = _below_high(float(rng.uniform(self.low, self.high)), self.low, self.high)
         return _quantized(value, self)
+
+    def contains(self, value: Any) -> bool:
+        return _in_range(value, self)
 
     def __repr__(self) -> str:
         return _call("uniform", self.low, self.high, self.q, shown=True)
@@ -91,6 +99,9 @@ class LogUniform(Domain):
         value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
         return _quantized(_below_high(value, self.low, self.high), self)
 
+    def contains(self, value: Any) -> bool:
+        return _in_range(value, self)
+
     def __repr__(self) -> str:
         return _call("loguniform", self.low, self.high, self.q, shown=True)
 
@@ -114,6 +125,9 @@ class RandInt(Domain):
 
     def sample(self, rng: np.random.Generator) -> int:
         return int(rng.integers(self.low, self.high))
+
+    def contains(self, value: Any) -> bool:
+        return _is_integer(value) and self.low <= value < self.high
 
     def __repr__(self) -> str:
         return f"randint({self.low!r}, {self.high!r})"
@@ -154,6 +168,10 @@ class IntRange(Domain):
         steps = round((min(math.floor(drawn), self.high) - self.low) / self.step)
         return self.low + self.step * steps
 
+    def contains(self, value: Any) -> bool:
+        on_a_step = _is_integer(value) and (value - self.low) % self.step == 0
+        return on_a_step and self.low <= value <= self.high
+
     def __repr__(self) -> str:
         if self.log and self.step == 1:
             return f"lograndint({self.low!r}, {self.high + 1!r})"
@@ -182,6 +200,10 @@ class Normal(Domain):
         value = float(rng.normal(self.mean, self.sd))
         return value if self.q is None else _round_to(value, self.q)
 
+    def contains(self, value: Any) -> bool:
+        finite = _is_real(value) and math.isfinite(value)
+        return finite and (self.q is None or _is_multiple(value, self.q))
+
     def __repr__(self) -> str:
         if self.q is None:
             return f"randn({self.mean!r}, {self.sd!r})"
@@ -199,6 +221,9 @@ class Choice(Domain):
 
     def sample(self, rng: np.random.Generator) -> Any:
         return self.categories[int(rng.integers(len(self.categories)))]
+
+    def contains(self, value: Any) -> bool:
+        return value in self.categories
 
     def __repr__(self) -> str:
         return f"choice({list(self.categories)!r})"
@@ -219,6 +244,9 @@ class Grid(Domain):
 
     def sample(self, rng: np.random.Generator) -> Any:
         return self.values[int(rng.integers(len(self.values)))]
+
+    def contains(self, value: Any) -> bool:
+        return value in self.values
 
     def __repr__(self) -> str:
         return f"grid({list(self.values)!r})"
@@ -435,6 +463,21 @@ class SearchSpace:
         if problems:
             raise ValueError(f"config does not fit the search space: {'; '.join(problems)}")
 
+    def check_values(self, config: Mapping[str, Any], where: str) -> None:
+        """Check that each value `config` sets (all or some of the parameters) is one its
+        domain can give.
+
+        Raises:
+            ValueError: One line, starting with `where`, naming the first value outside.
+        """
+        domains = self.domains()
+        for name, value in flatten_config(config).items():
+            domain = domains.get(name)
+            if domain is not None and not domain.contains(value):
+                raise ValueError(
+                    f"{where}: {name!r} = {value!r} is outside {domain!r}; pick a value in it"
+                )
+
     @staticmethod
     def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
         """Same as `flatten_config`, for callers that hold a space."""
@@ -534,9 +577,23 @@ def _step(call: str, domain: Uniform | LogUniform) -> float | None:
     if not _is_real(q) or not q > 0 or not math.isfinite(q):
         raise ValueError(f"{call}: q must be a finite number > 0")
     for bound in (domain.low, domain.high):
-        if not math.isclose(bound / q, round(bound / q), abs_tol=1e-9):
+        if not _is_multiple(bound, q):
             raise ValueError(f"{call}: {bound!r} is not a multiple of q; pick bounds that are")
     return float(q)
+
+
+def _is_multiple(value: float, q: float) -> bool:
+    return math.isclose(value / q, round(value / q), abs_tol=1e-9)
+
+
+def _in_range(value: Any, domain: Uniform | LogUniform) -> bool:
+    """Whether `value` is a float the domain gives: in [low, high), or with `q` a multiple of
+    `q` in [low, high]."""
+    if not _is_real(value) or not math.isfinite(value):
+        return False
+    if domain.q is None:
+        return domain.low <= value < domain.high
+    return domain.low <= value <= domain.high and _is_multiple(value, domain.q)
 
 
 def _quantized(value: float, domain: Uniform | LogUniform) -> float:

@@ -264,7 +264,13 @@ def _trial_to_record(trial: Trial) -> dict[str, Any]:
 
 
 def _trial_from_record(record: Mapping[str, Any]) -> Trial:
-    return Trial(**{**record, "status": TrialStatus(record["status"])})
+    """A journal line back as a trial; a field it lacks (written by an older nbtune, e.g.
+    `stopped_by`) takes its default, and one this nbtune does not know is left out."""
+    known = {name: value for name, value in record.items() if name in _TRIAL_FIELDS}
+    return Trial(**{**known, "status": TrialStatus(record["status"])})
+
+
+_TRIAL_FIELDS = frozenset(field.name for field in fields(Trial))
 
 
 class ExperimentStorage:

@@ -37,6 +37,18 @@ class TrialStatus(str, Enum):
         return self.value
 
 
+STOPPED_BY = {
+    "user": "the user stopped it: `Tuner.stop(id)`, the dashboard's Stop, `%tune stop`, or the "
+    "whole run stopped (`Tuner.stop()`, Stop all) while it ran or was suspended",
+    "scheduler": "the scheduler ended it early, a worse trial than its peers (ASHA, HyperBand, "
+    "median stopping, PBT replacing it...), before its budget's end",
+    "stop criteria": "it met the Tuner's `stop=` criteria",
+    "time budget": "the run's `time_budget_s` ran out while it ran",
+    "fail fast": "another trial failed in a run with `fail_fast=True`",
+}
+"""Every value of `Trial.stopped_by`, and what it means."""
+
+
 _TRANSITIONS: dict[TrialStatus, frozenset[TrialStatus]] = {
     TrialStatus.PENDING: frozenset(
         {TrialStatus.RUNNING, TrialStatus.PAUSED, TrialStatus.TERMINATED, TrialStatus.ERROR}
@@ -73,10 +85,14 @@ class Trial:
             from its checkpoint), "suspend" (it cannot checkpoint, so it waits inside
             `report()` and keeps its worker) or "queue" (it had not started yet).
         parent: the trial it was forked from, if any.
-        origin: who made it: "searcher", "user" (`add_trial`) or "fork".
+        origin: who made it: "searcher", "user" (`add_trial`), "fork" (`Tuner.fork`) or
+            "scheduler" (a fork PBT asked for).
         attempts: how many times it has been started after a failure, plus one.
         gpus: the GPUs it last ran on, as its CUDA_VISIBLE_DEVICES read ("0", "0,1"); None
             if it asked for none.
+        stopped_by: who ended a TERMINATED trial before its own end (see `STOPPED_BY`); None
+            for one that ran to its end (a scheduler's stop at its budget's end, `max_t`,
+            included), that failed, or that is not over.
     """
 
     trial_id: int
@@ -95,6 +111,7 @@ class Trial:
     origin: str = "searcher"
     attempts: int = 1
     gpus: str | None = None
+    stopped_by: str | None = None
 
     def evolve(self, **changes: Any) -> Trial:
         """Return a copy with `changes` applied; a status change must be a legal transition.

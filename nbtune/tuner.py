@@ -108,7 +108,10 @@ class Tuner(ResultsView):
         time_budget_s: end the whole experiment after this many seconds.
         storage_path: the folder that holds experiment directories.
         callbacks: functions called with every `nbtune.events` event, on the runner thread;
-            they must return quickly.
+            they must return quickly. A callback that has a `setup(tuner)` method has it
+            called once by `start()`, before the first event, with this Tuner: its name, path,
+            metric, mode and (for a run carried on) its trials, e.g. to find a logger's
+            earlier records.
         fail_fast: end the run when the first trial fails (after its retries).
         max_failures: start a failing trial again, from its latest checkpoint, up to this many
             times before it ends as ERROR; a crashed worker counts as a failure (trials that
@@ -211,7 +214,8 @@ class Tuner(ResultsView):
         if getattr(self.executor, "pickles_trainable", True):
             _check_picklable(trainable)
         self.bus = EventBus()
-        for callback in callbacks:
+        self.callbacks = tuple(callbacks)
+        for callback in self.callbacks:
             self.bus.subscribe(callback)
         self.progress = not _in_notebook() if progress is None else progress
         self._runner: TrialRunner | None = None
@@ -261,6 +265,7 @@ class Tuner(ResultsView):
             trials = self._previous.trials(results, self.metric, self.mode, trust=True)
             self.searcher.restore(trials)
             self._runner.carry_on(trials, results)
+        self._set_up_callbacks()
         for config in self._early_trials:
             self._runner.add_trial(config)
         context = contextvars.copy_context()
@@ -270,6 +275,14 @@ class Tuner(ResultsView):
         self._thread.start()
         if _in_notebook() if display is None else display:
             self._summary = self.dashboard().show()
+
+    def _set_up_callbacks(self) -> None:
+        """Call `setup(self)` on each callback that has one, once the run's trials (those
+        it carries on) are known and before any event."""
+        for callback in self.callbacks:
+            setup = getattr(callback, "setup", None)
+            if callable(setup):
+                setup(self)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run ends (or `timeout` seconds pass); return whether it ended.
@@ -491,10 +504,23 @@ class Tuner(ResultsView):
 
     @property
     def planned_trials(self) -> int | None:
-        """How many trials the searcher plans in all, `extend` included: `num_samples` times
-        the grid for `RandomSearch`, times `repeat` under a `Repeater`. None before the run
-        starts, or if the searcher cannot say. Trials added by hand or forked come on top."""
-        return None if self._runner is None else self.searcher.planned_trials
+        """How many trials the searcher plans in all, `extend` and a restored run's extra
+        samples included: `num_samples` times the grid for `RandomSearch` (points to evaluate
+        among them), times `repeat` under a `Repeater`. None before the run starts, or if the
+        searcher cannot say. Trials added by hand, forked or made by a scheduler come on top
+        (their `origin` is not "searcher").
+
+        Once the run has ended, nothing more starts in it: it is the number of trials the
+        searcher did suggest, so that a run stopped early shows no pending trials that will
+        never run (`Tuner.restore` plans the rest again).
+        """
+        runner = self._runner
+        if runner is None:
+            return None
+        with runner.lock:
+            if runner.done.is_set():
+                return sum(trial.origin == "searcher" for trial in runner.trials.values())
+            return self.searcher.planned_trials
 
     def _for_each(self, trial_ids: Sequence[Any], method: str, **options: Any) -> Callable:
         if not trial_ids:
@@ -546,8 +572,13 @@ class Tuner(ResultsView):
 
     @property
     def state(self) -> str:
-        """ "pending" (not started), "running", "finished", "stopped" or "failed"."""
-        return "pending" if self._runner is None else self._runner.state
+        """ "pending" (not started), "running", "paused" (live, but nothing runs and nothing
+        starts by itself: after `pause_all`, or once each trial is paused by hand and no new
+        one starts in their place), "finished", "stopped" or "failed"."""
+        runner = self._runner
+        if runner is None:
+            return "pending"
+        return "paused" if runner.holds_every_trial() else runner.state
 
     @property
     def trials(self) -> list[Trial]:
@@ -678,7 +709,8 @@ def _check_picklable(trainable: object) -> None:
 def _checked_points(
     space: SearchSpace | DefineByRunSpace, points: Sequence[Mapping[str, Any]] | None
 ) -> list[dict[str, Any]]:
-    """`points_to_evaluate` as a list of configs, each naming only parameters of the space."""
+    """`points_to_evaluate` as a list of configs, each naming only parameters of the space and
+    giving only values their domains can give."""
     if points is None:
         return []
     if isinstance(points, Mapping) or not isinstance(points, Sequence):
@@ -694,6 +726,8 @@ def _checked_points(
                 f"points_to_evaluate: {unknown[0]!r} is not a parameter of the search space; "
                 f"use {', '.join(sorted(known))}"
             )
+        if isinstance(space, SearchSpace):
+            space.check_values(point, "points_to_evaluate")
         checked.append(copy.deepcopy(dict(point)))
     return checked
 

@@ -279,6 +279,15 @@ class BookUnderFire(RuleBasedStateMachine):
         self.runner.book.check()
 
     @invariant()
+    def only_a_trial_cut_short_says_who_stopped_it(self):
+        for trial in self.runner.book:
+            if trial.status is TrialStatus.TERMINATED:
+                assert trial.stopped_by in (None, "user", "stop criteria"), trial
+                assert trial.stopped_by != "stop criteria" or trial.iteration >= 6, trial
+            else:
+                assert trial.stopped_by is None, (trial.trial_id, trial.status, trial.stopped_by)
+
+    @invariant()
     def the_runner_knows_exactly_the_workers_that_hold_trials(self):
         assert self.runner.book.on_worker() == sorted(self.executor.workers)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import trainables
@@ -18,6 +19,8 @@ from nbtune.events import (
 )
 
 N = 20
+LONG = 3000
+"""Steps of a trial that runs until the test stops it (0.01 s each)."""
 KINDS = {
     "checkpointing function": (trainables.steps, {"steps": N, "checkpoint": True}, "checkpoint"),
     "function without checkpoints": (trainables.steps, {"steps": N}, "suspend"),
@@ -86,11 +89,12 @@ def test_pause_then_resume_continues_without_gap_or_repeat(make_tuner, log, kind
 
 def test_stop_ends_a_running_or_paused_trial_and_keeps_its_results(make_tuner, log, kind):
     trainable, space, _ = kind
+    steps = {"steps": LONG} if "steps" in space else {}
     tuner = make_tuner(
         trainable,
-        {**space, "x": nt.grid([0, 1])},
+        {**space, **steps, "x": nt.grid([0, 1])},
         metric="loss",
-        stop={"training_iteration": N},
+        stop={"training_iteration": LONG},
         callbacks=[log],
     )
     tuner.start()
@@ -103,9 +107,10 @@ def test_stop_ends_a_running_or_paused_trial_and_keeps_its_results(make_tuner, l
     assert tuner.wait(30), "the run ends: no trial is left to run"
     frame = tuner.dataframe()
     assert frame["status"].tolist() == ["TERMINATED", "TERMINATED"]
+    assert frame["stopped_by"].tolist() == ["user", "user"], "told apart from a completed trial"
     for trial_id in (0, 1):
         done = frame.loc[trial_id, "training_iteration"]
-        assert 2 <= done < N
+        assert 2 <= done < LONG, "both were cut short"
         assert iterations(tuner, trial_id) == list(range(1, done + 1))
 
 
@@ -158,6 +163,64 @@ def test_pause_all_holds_everything_until_resume_all(make_tuner, log):
     assert tuner.history().groupby("trial_id").size().tolist() == [10] * 4
 
 
+def test_the_run_is_paused_while_pause_all_holds_it(make_tuner, log):
+    space = {"steps": LONG, "checkpoint": True, "x": nt.grid(range(4))}
+    tuner = make_tuner(trainables.steps, space, callbacks=[log], executor=nt.ThreadExecutor())
+    tuner.start()
+    log.wait_for(result_of(1, 1))
+    assert tuner.state == "running"
+    tuner.pause_all()
+    log.wait_for(event_of(TrialPaused, 0))
+    log.wait_for(event_of(TrialPaused, 1))
+    assert tuner.state == "paused", "every trial is paused and none starts"
+    assert repr(tuner.status).startswith("<paused (live): ")
+    added = tuner.add_trial({"steps": 2, "checkpoint": True, "x": 9})
+    assert tuner.get_trial(added).status is nt.TrialStatus.PENDING
+    assert tuner.state == "paused", "a trial added meanwhile waits for resume_all"
+    tuner.resume_all()
+    assert tuner.state == "running"
+    tuner.stop()
+    assert tuner.wait(30)
+    assert tuner.state == "stopped"
+
+
+HELD = {
+    "checkpointed, nothing left to suggest": (True, 2, None),
+    "suspended, holding every worker": (False, 4, None),
+    "checkpointed, the searcher at its cap": (True, 4, 2),
+}
+"""Trials checkpoint?, grid points, a ConcurrencyLimiter's cap: each leaves no new trial to
+start once trials 0 and 1 are paused."""
+
+
+@pytest.mark.parametrize("held", HELD)
+def test_the_run_is_paused_once_each_trial_is_paused_by_hand(make_tuner, log, held):
+    checkpoint, points, cap = HELD[held]
+    space = {"steps": LONG, "checkpoint": checkpoint, "x": nt.grid(range(points))}
+    searcher = nt.RandomSearch() if cap is None else nt.ConcurrencyLimiter(nt.RandomSearch(), cap)
+    tuner = make_tuner(
+        trainables.steps,
+        space,
+        searcher=searcher,
+        callbacks=[log],
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.start()
+    log.wait_for(result_of(1, 1))
+    tuner.pause(0)
+    log.wait_for(event_of(TrialPaused, 0))
+    assert tuner.state == "running", "trial 1 still runs"
+    tuner.pause(1)
+    log.wait_for(event_of(TrialPaused, 1))
+    assert tuner.state == "paused"
+    assert len(tuner.trials) == 2, "no trial started in their place"
+    tuner.resume(0)
+    assert tuner.state == "running"
+    tuner.stop()
+    assert tuner.wait(30)
+    assert tuner.state == "stopped"
+
+
 def test_add_trial_queues_a_hand_picked_config(make_tuner, log):
     space = {"steps": 3, "lr": nt.uniform(0.1, 1.0)}
     tuner = make_tuner(trainables.steps, space, metric="loss", callbacks=[log])
@@ -203,8 +266,16 @@ def test_set_max_concurrent_takes_effect_at_once(make_tuner, log):
 
 
 def test_lowering_max_concurrent_sends_the_newest_trials_back_to_the_queue(make_tuner, log):
-    space = {"steps": 15, "checkpoint": True, "x": nt.grid(range(3))}
-    tuner = make_tuner(trainables.steps, space, metric="loss", max_concurrent=3, callbacks=[log])
+    finish = threading.Event()
+    space = {"steps": LONG, "checkpoint": True, "x": nt.grid(range(3))}
+    tuner = make_tuner(
+        trainables.steps,
+        space,
+        metric="loss",
+        max_concurrent=3,
+        stop=lambda trial_id, result: finish.is_set(),
+        callbacks=[log],
+    )
     tuner.start()
     for trial_id in range(3):
         log.wait_for(result_of(trial_id, 1))
@@ -212,6 +283,7 @@ def test_lowering_max_concurrent_sends_the_newest_trials_back_to_the_queue(make_
     log.wait_for(lambda event: len(log.of(TrialPaused)) == 2)
     assert tuner.status.running == 1
     assert tuner.status.pending == 2, "sent back to the queue, not paused for the user"
+    finish.set()  # each trial ends at its next report, the queued ones once they run again
     assert tuner.wait(30)
     history = tuner.history()
     assert (history["step"] == history["training_iteration"]).all(), "no work repeated"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import ClassVar
 
@@ -13,6 +14,7 @@ from trainables import count_up
 
 import nbtune as nt
 from nbtune import front_end
+from nbtune.events import TrialResult
 from nbtune.front_end import DashboardSource
 
 KINDS = {
@@ -71,6 +73,97 @@ def test_the_tuner_plans_its_searchers_trials_once_it_has_started(make_tuner, fi
     waiting = make_tuner(count_up, {"steps": nt.grid([1, 2, 3])}, num_samples=2)
     assert waiting.planned_trials is None, "before start() the searcher has no budget yet"
     assert finished.planned_trials == 2
+
+
+GRID = {"x": nt.grid([1, 2, 3]), "y": nt.uniform(0, 1)}
+FREE = {"y": nt.uniform(0, 1)}
+PLANS = {
+    "grid x num_samples": (GRID, 2, {}, 6),
+    "points to evaluate": (FREE, 3, {"points_to_evaluate": [{"y": 0.1}, {"y": 0.2}]}, 3),
+    "points and a grid": (GRID, 1, {"points_to_evaluate": [{"x": 1, "y": 0.1}, {"x": 2}]}, 3),
+    "repeater": (FREE, 3, {"searcher": lambda: nt.Repeater(nt.RandomSearch(), 2)}, 6),
+    "limiter": (FREE, 3, {"searcher": lambda: nt.ConcurrencyLimiter(nt.RandomSearch(), 1)}, 3),
+    "limited repeater": (
+        GRID,
+        1,
+        {"searcher": lambda: nt.ConcurrencyLimiter(nt.Repeater(nt.RandomSearch(), 2), 1)},
+        6,
+    ),
+}
+"""Space, num_samples, other Tuner options (searchers made fresh) and the trials it plans."""
+
+
+@pytest.fixture
+def gated(make_tuner):
+    """Builds a Tuner whose trials (one at a time) each report once, then wait for `gate`:
+    the run is live, with trials still to come, until the test sets it."""
+    gate = threading.Event()
+
+    def train(config):
+        nt.report(loss=config["y"])
+        gate.wait(30)
+
+    def make(space, **options):
+        options = {key: value() if callable(value) else value for key, value in options.items()}
+        return make_tuner(
+            train,
+            space,
+            metric="loss",
+            max_concurrent=1,
+            executor=nt.ThreadExecutor(),
+            **options,
+        )
+
+    yield make, gate
+    gate.set()
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_the_tuner_plans_every_trial_its_searcher_will_run(gated, plan):
+    space, num_samples, options, planned = PLANS[plan]
+    make, gate = gated
+    tuner = make(space, num_samples=num_samples, **options)
+    tuner.start(display=False)
+    assert tuner.planned_trials == planned, "while the first trial runs"
+    assert len(tuner.trials) < planned
+    gate.set()
+    assert tuner.wait(30)
+    assert tuner.planned_trials == len(tuner.trials) == planned
+
+
+def test_trials_added_by_hand_come_on_top_of_the_plan(gated):
+    make, gate = gated
+    tuner = make(FREE, num_samples=2)
+    tuner.add_trial({"y": 0.5})
+    tuner.start(display=False)
+    tuner.add_trial({"y": 0.6})
+    assert tuner.planned_trials == 2
+    assert [trial.origin for trial in tuner.trials].count("user") == 2
+    gate.set()
+    assert tuner.wait(30)
+    assert tuner.planned_trials == 2 and len(tuner.trials) == 4
+
+
+def test_a_run_stopped_early_plans_no_more_and_its_restore_plans_its_extra_samples(gated, log):
+    make, gate = gated
+    tuner = make(GRID, num_samples=2, callbacks=[log])
+    tuner.start(display=False)
+    assert tuner.planned_trials == 6
+    log.wait_for(lambda event: isinstance(event, TrialResult))
+    tuner.stop()
+    gate.set()
+    assert tuner.wait(30)
+    made = len(tuner.trials)
+    assert made < 6
+    assert tuner.planned_trials == made, "no pending trial that will never run"
+
+    again = nt.Tuner.restore(
+        tuner.path, tuner.trainable, num_samples=3, progress=False, executor=nt.ThreadExecutor()
+    )
+    again.start(display=False)
+    assert again.planned_trials == 9, "3 samples of a grid of 3"
+    assert again.wait(30)
+    assert again.planned_trials == len(again.trials) == 9
 
 
 @pytest.mark.parametrize(

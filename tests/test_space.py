@@ -382,3 +382,33 @@ def test_the_new_domains_are_reprs_users_can_read_back():
         assert repr(domain).startswith(
             ("quniform", "qloguniform", "qrandint", "qlograndint", "randn", "qrandn")
         )
+
+
+@pytest.mark.parametrize(
+    ("domain", "inside", "outside"),
+    [
+        (nt.uniform(0, 1), [0, 0.5, 0.999], [1.0, -0.1, math.nan, "0.5", True]),
+        (nt.loguniform(1e-3, 1), [1e-3, 0.5], [1.0, 0.0]),
+        (nt.quniform(0, 1, 0.25), [0.0, 0.25, 1.0], [0.3, 1.25]),
+        (nt.randint(1, 4), [1, 3, np.int64(2)], [4, 0, 2.0, True]),
+        (nt.qrandint(1, 10, 3), [1, 4, 10], [3, 11]),
+        (nt.lograndint(1, 100), [1, 99], [100, 0]),
+        (nt.randn(0, 1), [-5.0, 3], [math.inf, "1"]),
+        (nt.qrandn(0, 1, 0.5), [1.5, -2.0], [1.2]),
+        (nt.choice(["a", None]), ["a", None], ["b", 0]),
+        (nt.grid([1, 2]), [1, 2], [3]),
+        (nt.sample_from(lambda config: 1), [object()], []),
+    ],
+)
+def test_contains_says_which_values_a_domain_can_give(domain, inside, outside):
+    assert [value for value in inside if not domain.contains(value)] == []
+    assert [value for value in outside if domain.contains(value)] == []
+
+
+def test_check_values_names_the_first_value_outside_its_domain():
+    space = nt.SearchSpace({"model": {"depth": nt.qrandint(2, 10, 2)}, "act": "relu"})
+    space.check_values({"model": {"depth": 4}, "act": "tanh"}, "here")
+    with pytest.raises(
+        ValueError, match=r"^here: 'model/depth' = 5 is outside qrandint\(2, 10, 2\)"
+    ):
+        space.check_values({"model": {"depth": 5}}, "here")

@@ -50,6 +50,7 @@ def test_the_readme_example(make_tuner):
         "runtime_s",
         "error",
         "paused_by",
+        "stopped_by",
         "parent",
         "attempts",
         "checkpoint_mb",

@@ -7,7 +7,8 @@ best `max(1, n // reduction_factor)` go on, so the first arrival always goes on 
 must be in the top `1 / reduction_factor`. (Optuna's SuccessiveHalvingPruner ranks the same
 way; Ray Tune's ASHAScheduler compares a newcomer with an interpolated quantile of those before
 it, which lets more of the first arrivals through.) Nobody waits, so workers never idle; the
-price is that early arrivals at a rung are judged against fewer peers.
+price is that early arrivals at a rung are judged against fewer peers, and the first one
+against none. `bootstrap_count` (as Optuna's pruner has it) judges every trial against peers.
 """
 
 from __future__ import annotations
@@ -34,12 +35,23 @@ class ASHA(Scheduler):
             Trials join them in the proportions of Hyperband's brackets: with 4 brackets and
             reduction_factor 3, 27 : 12 : 6 : 4 from the most eager to cut to the most patient.
         time_attr: the result key that measures progress, counted from 1.
+        bootstrap_count: how many trials must have reached a rung before a later one may go
+            on past it (Optuna's `bootstrap_count`). With the default 0 the first to arrive
+            goes on unjudged, so a run of any size has a trial run in full early. But that
+            trial is a random one, and a model-based searcher (TPE), which ranks trials run in
+            full above stopped ones, then models it alone and searches near it. With
+            `bootstrap_count=reduction_factor - 1` no trial goes on unless it is the best of at
+            least `reduction_factor` (benchmarks/search_quality.py measures what TPE gains);
+            it suits runs of many trials, at least reduction_factor to the power of the number
+            of rungs: in smaller ones no trial may run in full.
         metric: compare trials by this reported value rather than the Tuner's metric (which
             a run of several metrics needs: `metric="loss"`).
         mode: "min" or "max" for `metric` (default: the Tuner's mode of it, if it tunes it).
     """
 
     needs_metric = True
+    bootstrap_count = 0
+    """The default, which an ASHA saved by a version without the option also has."""
 
     def __init__(
         self,
@@ -49,10 +61,15 @@ class ASHA(Scheduler):
         brackets: int = 1,
         time_attr: str = "training_iteration",
         *,
+        bootstrap_count: int = 0,
         metric: str | None = None,
         mode: str | None = None,
     ) -> None:
         check_positive("ASHA", "max_t", max_t)
+        if not isinstance(bootstrap_count, int) or isinstance(bootstrap_count, bool):
+            raise ValueError(f"ASHA(bootstrap_count={bootstrap_count!r}): pass an integer >= 0")
+        if bootstrap_count < 0:
+            raise ValueError(f"ASHA(bootstrap_count={bootstrap_count!r}): pass an integer >= 0")
         check_positive("ASHA", "grace_period", grace_period)
         check_positive("ASHA", "brackets", brackets, integer=True)
         if grace_period > max_t:
@@ -63,6 +80,7 @@ class ASHA(Scheduler):
         self.grace_period = grace_period
         self.reduction_factor = reduction_factor
         self.time_attr = time_attr
+        self.bootstrap_count = bootstrap_count
         self.own_metric(metric, mode)
         self.rungs: list[list[_Rung]] = [
             [
@@ -101,7 +119,7 @@ class ASHA(Scheduler):
         for rung in reversed(self.rungs[bracket]):
             if progress < rung.milestone or trial.trial_id in rung.recorded:
                 continue
-            kept = rung.record(trial.trial_id, value, self.reduction_factor)
+            kept = rung.record(trial.trial_id, value, self.reduction_factor, self.bootstrap_count)
             return Decision.CONTINUE if kept else Decision.STOP
         return Decision.CONTINUE
 
@@ -124,12 +142,17 @@ class _Rung:
         self.recorded: dict[int, float] = {}
         self._ascending: list[float] = []
 
-    def record(self, trial_id: int, score: float, reduction_factor: float) -> bool:
+    def record(
+        self, trial_id: int, score: float, reduction_factor: float, bootstrap_count: int
+    ) -> bool:
         """Record a trial's score; whether it ranks among the best 1/reduction_factor of the
-        scores recorded here (at least the best one). Ties go the newcomer's way; a diverged
-        trial (-inf) never raises the bar for the others."""
+        scores recorded here (at least the best one), once more than `bootstrap_count` are.
+        Ties go the newcomer's way; a diverged trial (-inf) never raises the bar for the
+        others."""
         self.recorded[trial_id] = score
         bisect.insort(self._ascending, score)
+        if len(self._ascending) <= bootstrap_count:
+            return False
         keep = max(1, math.floor(len(self._ascending) / reduction_factor))
         better = len(self._ascending) - bisect.bisect_right(self._ascending, score)
         return better < keep

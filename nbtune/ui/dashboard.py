@@ -21,7 +21,8 @@ with its traceback folded under it, and is tried again only after `RETRY_AFTER_S
 Where no anywidget front end draws the table within `RENDER_GRACE_S` of the dashboard being
 shown (a front end that refuses third-party widgets, a notebook opened without its kernel's
 extensions), the table becomes plain HTML with core widgets to steer it, and each chart a static
-plotly figure redrawn about once a second.
+plotly figure redrawn about once a second; where the table draws but a chart does not (plotly's
+FigureWidget is blank in some front ends), only the charts become static.
 
 The core never imports this module: `import nbtune` registers `Dashboard` in
 `nbtune.front_end`, and `Tuner.dashboard()` makes one through it. The dashboard reads its source
@@ -46,6 +47,7 @@ from nbtune.events import Event, ExperimentDone
 from nbtune.front_end import DashboardSource
 from nbtune.objectives import is_several, primary
 from nbtune.trial import Trial, TrialStatus
+from nbtune.ui.data import log_scale_names
 from nbtune.ui.summary import SummarySlot, best_html, title_html
 from nbtune.ui.table import (
     StaticTable,
@@ -55,7 +57,7 @@ from nbtune.ui.table import (
     short,
     table_page,
 )
-from nbtune.ui.views import ChartTab, trial_html
+from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
 
 logger = logging.getLogger("nbtune")
 
@@ -64,11 +66,10 @@ VIEWS = ("trial", "dataframe", "errors")
 RETRY_AFTER_S = 5.0
 """How long a part that failed to draw waits before it is tried again."""
 RENDER_GRACE_S = 8.0
-"""How long the browser has to draw the table before the dashboard falls back to static HTML."""
+"""How long the browser has to draw the table, or a chart once it is made, before the dashboard
+falls back to static HTML."""
 BUILD_TIMEOUT_S = 60.0
 """How long a redraw asked for from another thread waits for the widgets to be built."""
-STATIC_REFRESH_S = 1.0
-"""How often a static (fallback) chart is redrawn."""
 _DISK_READ_EVERY_S = 2.0
 """How often the dashboard adds up the checkpoints on disk (it walks the run's folders)."""
 
@@ -98,8 +99,10 @@ class Dashboard:
         self.highlighted: int | None = None
         self.dark = False
         self.rendered = False
-        self.static = False
+        self.static_charts = False
         self.failures: dict[str, tuple[float, str, str]] = {}
+        self.command_error = ""
+        self.notice = ""
         self._started = time.time()
         self._shown_at: float | None = None
         self._disk = ""
@@ -163,7 +166,10 @@ class Dashboard:
         self.static_table: StaticTable | None = None
         several = is_several(self.source.metric)
         self.tab_names = (*(("pareto",) if several else ()), *CHARTS, *VIEWS)
-        self.charts = {name: ChartTab(name) for name in self.tab_names if name not in VIEWS}
+        self.charts = {
+            name: ChartTab(name, self._dirty.set) for name in self.tab_names if name not in VIEWS
+        }
+        self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
         self.frame = widgets.HTML()
         self.errors = widgets.HTML()
@@ -196,8 +202,7 @@ class Dashboard:
                 "Buttons act between cells here: this kernel cannot serve them while a cell "
                 "runs (that needs ipykernel 7's subshells)."
             )
-        else:
-            self.notice = ""
+        self._draw_message()
         self.ready.set()
 
     def _serve_clicks_on_subshell(self) -> bool:
@@ -235,7 +240,7 @@ class Dashboard:
             self._guarded("table", lambda: self._draw_top(trials, live))
             tab = self.selected_tab
             self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
-            self._show_failures()
+            self._draw_message()
             self.redraws += 1
 
     def _guarded(self, part: str, draw: Callable[[], None]) -> None:
@@ -245,8 +250,7 @@ class Dashboard:
         try:
             draw()
         except Exception as exc:
-            first_line = (str(exc).strip().splitlines() or [""])[0]
-            summary = f"{type(exc).__name__}: {first_line}"
+            summary = f"{type(exc).__name__}: {_first_line(exc)}"
             if failed is None or failed[1] != summary:
                 logger.debug("nbtune: the dashboard's %s failed to draw", part, exc_info=True)
             self.failures[part] = (time.monotonic(), summary, traceback.format_exc())
@@ -255,20 +259,22 @@ class Dashboard:
             return
         self.failures.pop(part, None)
 
-    def _show_failures(self) -> None:
+    def _draw_message(self) -> None:
         lines = [
             f"<details class='nbtune-error'><summary style='color:#d62728'>the {html.escape(part)}"
             f" could not be drawn: {html.escape(summary)} (tried again every"
             f" {RETRY_AFTER_S:.0f} s)</summary><pre>{html.escape(trace)}</pre></details>"
             for part, (_, summary, trace) in self.failures.items()
         ]
+        if self.command_error:
+            lines.insert(0, f"<span style='color:#d62728'>{html.escape(self.command_error)}</span>")
         notice = f"<i>{html.escape(self.notice)}</i>" if self.notice else ""
         text = "".join(lines) or notice
-        if self.message.value != text and not self.message.value.startswith("<span"):
+        if self.message.value != text:
             self.message.value = text
 
     def _draw_top(self, trials: Sequence[Trial], live: bool) -> None:
-        metric, mode = primary(self.source.metric, self.source.mode)
+        metric, _ = primary(self.source.metric, self.source.mode)
         page = table_page(trials, metric, self.view, live, self._planned(trials))
         self.view = TableView(
             self.view.sort, self.view.descending, self.view.status, page.page, self.view.page_size
@@ -312,7 +318,9 @@ class Dashboard:
             self._disk = f" · checkpoints {total:.1f} MB" if total else ""
         return self._disk
 
-    def _draw_tab(self, tab: str, trials: Sequence[Trial], rows: Sequence[Mapping[str, Any]]) -> None:
+    def _draw_tab(
+        self, tab: str, trials: Sequence[Trial], rows: Sequence[Mapping[str, Any]]
+    ) -> None:
         metric, mode = self.source.metric, self.source.mode
         if tab == "dataframe":
             from nbtune.results import trials_frame
@@ -325,7 +333,8 @@ class Dashboard:
             self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
         elif metric is not None:
             chart = self.charts[tab]
-            chart.draw(trials, rows, metric, mode, self.dark, self.highlighted, self.static)
+            look = Look(self.dark, self.highlighted, self.log_scale)
+            chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
     def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
         """The trial the "trial" tab shows: the one picked in the table, else the best."""
@@ -413,12 +422,14 @@ class Dashboard:
         self._guarded("dashboard", self._build)
         if not self.ready.is_set():
             self.widget.children = [self.message]
-            self._show_failures()
+            self._draw_message()
             return
+        with self._lock:
+            self._guarded("charts", _import_plotly)
         while True:
-            self._dirty.wait(STATIC_REFRESH_S if self.static else None)
+            self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
             self._dirty.clear()
-            self._check_front_end()
+            self._guarded("dashboard", self._check_front_end)
             self.redraw()
             if self._closing.is_set():
                 self._unsubscribe()
@@ -427,30 +438,41 @@ class Dashboard:
             self._closing.wait(self.refresh_s)
 
     def _check_front_end(self) -> None:
-        """Fall back to static HTML if the browser has not drawn the table in time."""
-        if self.static or self.rendered or self._shown_at is None:
+        """Fall back to static HTML where the browser has not drawn in time: the whole
+        dashboard if it did not draw the table (no anywidget), the charts alone if it drew the
+        table but not a chart (a front end where plotly's FigureWidget stays blank)."""
+        if self.static_charts or self._shown_at is None:
             return
-        if time.monotonic() - self._shown_at < RENDER_GRACE_S:
+        now = time.monotonic()
+        if not self.rendered:
+            if now - self._shown_at >= RENDER_GRACE_S:
+                self.use_static()
+            else:
+                self._dirty.set()
+            return
+        waiting = [chart for chart in self.charts.values() if chart.waits_to_render()]
+        if any(now - chart.made_at >= RENDER_GRACE_S for chart in waiting):
+            self.use_static(table=False)
+        elif waiting:
             self._dirty.set()
-            return
-        self.use_static()
 
-    def use_static(self) -> None:
-        """Show the table as HTML and the charts as static figures (no anywidget needed)."""
+    def use_static(self, table: bool = True) -> None:
+        """Show the charts as static figures, and with `table` the table as HTML: nothing
+        then needs anywidget."""
         with self._lock:
-            if self.static:
-                return
-            self.static = True
-            self.static_table = StaticTable(self._on_table)
-            children = list(self.widget.children)
-            children[children.index(self.table)] = self.static_table.widget
-            self.widget.children = children
-            for chart in self.charts.values():
-                chart.reset()
-            if self.clicks_while_busy:
-                from nbtune.ui.subshell import serve_on_subshell
+            if table and self.static_table is None:
+                self.static_table = StaticTable(self._on_table)
+                children = list(self.widget.children)
+                children[children.index(self.table)] = self.static_table.widget
+                self.widget.children = children
+                if self.clicks_while_busy:
+                    from nbtune.ui.subshell import serve_on_subshell
 
-                serve_on_subshell(self.static_table.clickable())
+                    serve_on_subshell(self.static_table.clickable())
+            if not self.static_charts:
+                self.static_charts = True
+                for chart in self.charts.values():
+                    chart.reset()
         self._dirty.set()
 
     # ----- commands ---------------------------------------------------------------------------
@@ -464,10 +486,10 @@ class Dashboard:
         try:
             command(*args)
         except Exception as exc:
-            self.message.value = f"<span style='color:#d62728'>{html.escape(str(exc))}</span>"
-            return
-        if self.message.value.startswith("<span"):
-            self.message.value = ""
+            self.command_error = str(exc)
+        else:
+            self.command_error = ""
+        self._draw_message()
         self._dirty.set()
 
     def close(self) -> None:
@@ -500,6 +522,27 @@ class Dashboard:
 
 
 _STATUSES = ("running", "pending", "paused", "terminated", "error")
+
+
+def _import_plotly() -> None:
+    """Import plotly now, on the refresh thread, while the first trials start: it takes about
+    a second, which would otherwise delay the first chart.
+
+    pandas comes first, by a plain import, which waits for another thread that may be
+    importing it at the same moment (the kernel's, for a DataFrame): plotly looks pandas up in
+    `sys.modules` as it draws, and would find it half made there ("partially initialized
+    module 'pandas' has no attribute 'Series'"). Called under the redraw lock, so that no
+    redraw from another thread draws meanwhile."""
+    import pandas  # noqa: F401
+    import plotly.graph_objects  # noqa: F401
+
+
+def _first_line(exc: Exception) -> str:
+    """The first line of an exception's message, at most 200 characters (a KeyError's own
+    message is the repr of its key, which puts every line of a text key on one)."""
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    line = (str(text).strip().splitlines() or [""])[0]
+    return line if len(line) <= 200 else line[:199] + "…"
 
 
 def _trial_id(value: Any) -> int | None:

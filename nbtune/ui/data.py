@@ -7,27 +7,59 @@ small records instead of pixels.
 from __future__ import annotations
 
 import bisect
+import html
 import math
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nbtune.metrics import finite
-from nbtune.space import SearchSpace
-from nbtune.trial import Trial, better_of
+from nbtune.metrics import finite, number
+from nbtune.space import IntRange, LogUniform, SearchSpace
+from nbtune.trial import Trial, TrialStatus, better_of
+from nbtune.ui.ticks import format_number
 
 MAX_POINTS_PER_CURVE = 200
+FEATURED_CURVES = 10
+"""With more curves than this, only the best this many are drawn in colour, the rest faint."""
+MIN_IMPORTANCE_TRIALS = 5
+"""Fewer trials with a value of the metric than this tell nothing about importance."""
+TRIAL_COLORS = (
+    "#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a",
+    "#19d3f3", "#ff6692", "#b6e880", "#ff97ff", "#fecb52",
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#7b4173",
+)  # fmt: skip
+"""Each trial's own colour, `TRIAL_COLORS[trial_id % 20]`: the same in every chart and redraw,
+and readable on a light and a dark background."""
+_CONFIG_CHARS = 120
+"""A hover's configuration is cut to about this many characters."""
 
 
 @dataclass(frozen=True)
 class Curve:
-    """One trial's metric against its iteration (thinned to at most `MAX_POINTS_PER_CURVE`)."""
+    """One trial's metric against its iteration and time (thinned to at most
+    `MAX_POINTS_PER_CURVE` points).
+
+    Attributes:
+        state: "pending", "running", "paused", "completed", "stopped" (by the user, a
+            scheduler or a stop criterion) or "error": what its line style shows.
+        seconds: each point's time, in seconds since the run's first result.
+        label: hover text (HTML-escaped): the trial, its state and its shortened config.
+        color: the trial's own colour (`TRIAL_COLORS`).
+        featured: drawn in colour (one of the best `FEATURED_CURVES`, or there are no more
+            curves than that); the others are drawn faint.
+    """
 
     trial_id: int
     status: str
     x: tuple[int, ...]
     y: tuple[float, ...]
     label: str
+    seconds: tuple[float, ...]
+    state: str
+    color: str
+    featured: bool
 
 
 @dataclass(frozen=True)
@@ -50,11 +82,25 @@ class BestSoFarData:
 
 @dataclass(frozen=True)
 class Axis:
-    """One parameter as an axis: numbers, or categories shown as their codes' labels."""
+    """One parameter as an axis: numbers, or categories shown as their codes' labels.
+
+    Attributes:
+        values: one per trial; None where a trial has no such parameter (a conditional one
+            of a define-by-run space) on a numeric axis; "None" is a category of its own.
+        log: its values span decades on a log scale (a `loguniform`, a `lograndint`, ...).
+        integer: every value is a whole number: ticks at whole numbers only.
+    """
 
     name: str
-    values: tuple[float, ...]
+    values: tuple[float | None, ...]
     labels: tuple[str, ...] | None = None
+    log: bool = False
+    integer: bool = False
+
+    @property
+    def present(self) -> list[float]:
+        """The values of the trials that have the parameter."""
+        return [value for value in self.values if value is not None]
 
 
 @dataclass(frozen=True)
@@ -78,6 +124,16 @@ class ImportanceData:
     trials: int
     """How many trials with a value of the metric it was computed from."""
 
+    @property
+    def enough(self) -> bool:
+        """Whether there are trials and parameters enough to tell anything."""
+        return self.trials >= MIN_IMPORTANCE_TRIALS and bool(self.names)
+
+
+def trial_color(trial_id: int) -> str:
+    """The trial's own colour, the same in every chart."""
+    return TRIAL_COLORS[trial_id % len(TRIAL_COLORS)]
+
 
 def history_data(
     trials: Sequence[Trial],
@@ -86,54 +142,114 @@ def history_data(
     mode: str,
     max_points: int = MAX_POINTS_PER_CURVE,
 ) -> HistoryData:
-    """One curve per trial that has reported, in trial order; the best three marked."""
-    points: dict[int, tuple[list[int], list[float]]] = {}
+    """One curve per trial that has reported, in trial order; the best three marked, the best
+    `FEATURED_CURVES` in colour when there are more curves than that."""
+    points: dict[int, tuple[list[int], list[float], list[float]]] = {}
+    start = _first_time(rows)
     for row in rows:
         value = finite(row.get(metric))
         if value is not None:
-            xs, ys = points.setdefault(row["trial_id"], ([], []))
+            xs, ys, seconds = points.setdefault(row["trial_id"], ([], [], []))
             xs.append(row["training_iteration"])
             ys.append(value)
+            seconds.append(_seconds(row, start))
+    reported = [trial for trial in trials if trial.trial_id in points]
+    featured = (
+        {trial.trial_id for trial in reported}
+        if len(reported) <= FEATURED_CURVES
+        else set(_best_ids(reported, mode, FEATURED_CURVES))
+    )
     curves = tuple(
-        Curve(
-            trial.trial_id,
-            trial.status.value,
-            *_thin(*points[trial.trial_id], max_points),
-            describe(trial),
-        )
-        for trial in trials
-        if trial.trial_id in points
+        _curve(trial, *_thin(points[trial.trial_id], max_points), trial.trial_id in featured)
+        for trial in reported
     )
     return HistoryData(metric, curves, _best_ids(trials, mode))
+
+
+def _first_time(rows: Sequence[Mapping[str, Any]]) -> float:
+    """When the run's first result came (epoch seconds), the origin of the time axes."""
+    return next((t for row in rows if (t := finite(row.get("timestamp"))) is not None), 0.0)
+
+
+def _seconds(row: Mapping[str, Any], start: float) -> float:
+    """Seconds from `start` to the row's result; NaN (not drawn) if it has no time."""
+    stamp = finite(row.get("timestamp"))
+    return math.nan if stamp is None else stamp - start
+
+
+def _curve(trial: Trial, xs: tuple, ys: tuple, seconds: tuple, featured: bool) -> Curve:
+    return Curve(
+        trial_id=trial.trial_id,
+        status=trial.status.value,
+        x=xs,
+        y=ys,
+        label=describe(trial),
+        seconds=seconds,
+        state=state_of(trial),
+        color=trial_color(trial.trial_id),
+        featured=featured,
+    )
+
+
+def state_of(trial: Trial) -> str:
+    """What a curve's style tells: "pending", "running", "paused", "completed", "stopped" (a
+    finished trial that was stopped before its end: by the user, a scheduler or a stop
+    criterion) or "error"."""
+    if trial.status is TrialStatus.TERMINATED:
+        return "stopped" if trial.stopped_by else "completed"
+    return trial.status.value.lower()
 
 
 def best_so_far_data(rows: Sequence[Mapping[str, Any]], metric: str, mode: str) -> BestSoFarData:
     """A step for every result that improved on the best so far."""
     seconds, values, trial_ids = [], [], []
     best = None
-    start = rows[0]["timestamp"] if rows else 0.0
+    start = _first_time(rows)
     for row in rows:
         improved = better_of(best, row.get(metric), mode)
         if improved != best:
             best = improved
-            seconds.append(row["timestamp"] - start)
+            seconds.append(_seconds(row, start))
             values.append(best)
             trial_ids.append(row["trial_id"])
     return BestSoFarData(metric, tuple(seconds), tuple(values), tuple(trial_ids))
 
 
-def parameter_data(trials: Sequence[Trial], metric: str) -> ParameterData:
-    """Parameters against each trial's best value; categorical ones coded 0, 1, 2, ..."""
+def parameter_data(
+    trials: Sequence[Trial], metric: str, log_scale: Collection[str] | None = None
+) -> ParameterData:
+    """Parameters against each trial's best value; categorical ones coded 0, 1, 2, ...
+
+    Args:
+        log_scale: the names of the parameters to draw on a log scale, as
+            `log_scale_names(space)` reads them off the search space. None when the space
+            cannot say (a define-by-run space, a run loaded from disk): then a positive
+            parameter is drawn on a log scale when its values spread evenly over decades.
+    """
     scored = [trial for trial in trials if trial.best_value is not None]
     flat = [SearchSpace.flatten(trial.config) for trial in scored]
     names = list(dict.fromkeys(name for config in flat for name in config))
-    axes = tuple(_axis(name, [config.get(name) for config in flat]) for name in names)
+    axes = (_axis(name, [config.get(name) for config in flat], log_scale) for name in names)
     return ParameterData(
         metric=metric,
         trial_ids=tuple(trial.trial_id for trial in scored),
         metric_values=tuple(trial.best_value for trial in scored),
         axes=tuple(axis for axis in axes if _varies(axis)),
         labels=tuple(describe(trial) for trial in scored),
+    )
+
+
+def log_scale_names(space: Any) -> frozenset[str] | None:
+    """The parameters of `space` (a `SearchSpace`) whose domain is on a log scale:
+    `loguniform`, `qloguniform`, `lograndint`, `qlograndint`. None for a space that knows no
+    domains in advance (a define-by-run space) or no space, for `parameter_data` to infer."""
+    domains = space.domains() if space is not None else {}
+    if not domains:
+        return None
+    return frozenset(
+        name
+        for name, domain in domains.items()
+        if isinstance(domain, LogUniform) or (isinstance(domain, IntRange) and domain.log)
     )
 
 
@@ -175,13 +291,14 @@ def _ranks(values: Sequence[float], descending: bool) -> list[float]:
 
 
 def _groups(axis: Axis) -> list[int]:
-    """The group of each trial: its category, or its bin of about equal count for numbers."""
+    """The group of each trial: its category, or its bin of about equal count for numbers
+    (the trials without the parameter a group of their own)."""
     if axis.labels is not None:
         return [int(value) for value in axis.values]
-    bins = max(2, min(10, round(math.sqrt(len(axis.values)))))
-    ordered = sorted(axis.values)
+    ordered = sorted(axis.present)
+    bins = max(2, min(10, round(math.sqrt(len(ordered)))))
     edges = sorted({ordered[len(ordered) * k // bins] for k in range(1, bins)})
-    return [bisect.bisect_right(edges, value) for value in axis.values]
+    return [-1 if value is None else bisect.bisect_right(edges, value) for value in axis.values]
 
 
 def _epsilon_squared(groups: Sequence[int], values: Sequence[float]) -> float:
@@ -202,22 +319,47 @@ def _epsilon_squared(groups: Sequence[int], values: Sequence[float]) -> float:
 
 
 def describe(trial: Trial) -> str:
-    """Hover text: the trial's id, status and configuration."""
+    """Hover text: the trial's id, its state and its configuration (shortened), HTML-escaped."""
     config = ", ".join(f"{k}={_short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
-    return f"trial {trial.trial_id} ({trial.status.value.lower()})<br>{config}"
+    if len(config) > _CONFIG_CHARS:
+        config = config[: _CONFIG_CHARS - 1] + "…"
+    return html.escape(f"trial {trial.trial_id} · {state_of(trial)}") + "<br>" + html.escape(config)
 
 
-def _axis(name: str, values: list[Any]) -> Axis:
-    numbers = [finite(value) for value in values]
-    if None not in numbers:
-        return Axis(name, tuple(numbers))
+def _axis(name: str, values: list[Any], log_scale: Collection[str] | None) -> Axis:
+    """Numbers (None where missing) if every value there is a finite number; else categories."""
+    present = [value for value in values if value is not None]
+    numbers = [finite(value) for value in present]
+    if present and None not in numbers:
+        log = _looks_logarithmic(numbers) if log_scale is None else name in log_scale
+        integer = all(isinstance(number(value), int) for value in present)
+        coded = iter(numbers)
+        return Axis(
+            name,
+            tuple(None if value is None else next(coded) for value in values),
+            log=log and min(numbers) > 0,
+            integer=integer,
+        )
     categories = list(dict.fromkeys(map(_short, values)))
     codes = {category: code for code, category in enumerate(categories)}
     return Axis(name, tuple(float(codes[_short(value)]) for value in values), tuple(categories))
 
 
+def _looks_logarithmic(values: Sequence[float]) -> bool:
+    """Whether positive `values` spanning two decades or more sit more evenly on a log scale
+    than on a linear one (their median nearer the middle of the log range): how a
+    `loguniform`'s draws look, and a `uniform`'s do not."""
+    low, high = min(values), max(values)
+    if low <= 0 or high < 100 * low:
+        return False
+    median = statistics.median(values)
+    linear = (median - low) / (high - low)
+    logarithmic = math.log(median / low) / math.log(high / low)
+    return abs(logarithmic - 0.5) < abs(linear - 0.5)
+
+
 def _varies(axis: Axis) -> bool:
-    return len(set(axis.values)) > 1
+    return len(set(axis.present)) > 1
 
 
 def _best_ids(trials: Sequence[Trial], mode: str, count: int = 3) -> tuple[int, ...]:
@@ -226,17 +368,22 @@ def _best_ids(trials: Sequence[Trial], mode: str, count: int = 3) -> tuple[int, 
     return tuple(trial.trial_id for trial in scored[:count])
 
 
-def _thin(xs: list[int], ys: list[float], max_points: int) -> tuple[tuple, tuple]:
-    """Every k-th point so that at most `max_points` remain, always keeping the last one."""
-    if len(xs) <= max_points:
-        return tuple(xs), tuple(ys)
-    step = math.ceil(len(xs) / max_points)
-    keep = [*range(0, len(xs) - 1, step)][: max_points - 1]
-    keep.append(len(xs) - 1)
-    return tuple(xs[i] for i in keep), tuple(ys[i] for i in keep)
+def _thin(series: Sequence[list], max_points: int) -> tuple[tuple, ...]:
+    """Each of `series` (of equal length) thinned alike by `thin_indexes`."""
+    keep = thin_indexes(len(series[0]), max_points)
+    return tuple(tuple(values[i] for i in keep) for values in series)
+
+
+def thin_indexes(length: int, most: int) -> list[int]:
+    """The indexes of every k-th of `length` points so that at most `most` remain, always
+    keeping the first and the last."""
+    if length <= most:
+        return list(range(length))
+    step = math.ceil(length / most)
+    return [*list(range(0, length - 1, step))[: most - 1], length - 1]
 
 
 def _short(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return format_number(value)
     return str(value)

@@ -1,14 +1,23 @@
 """Plotly figures of an experiment, drawn from `nbtune.ui.data`.
 
-Each `*_figure(data, figure=None)` draws into `figure` when given (the dashboard's
-`FigureWidget`, updated in place inside one batch) or into a new `go.Figure`. The
-`plot_*(source)` functions are the after-the-run views: `source` is a `Tuner`, an
-`ExperimentAnalysis` or an experiment directory.
+Each `*_figure(data, figure=None, ..., dark=False)` draws into `figure` when given (the
+dashboard's `nbtune.ui.live.LiveFigure`, a `FigureWidget` safe to redraw from a thread of its
+own, updated in place inside one batch, as often as it likes) or into a new `go.Figure`. A
+figure remembers what it last drew (`_memo`), so that a redraw sends the browser only what
+changed: the theme, the axes or the traces that differ. The `plot_*(source)` functions are the
+after-the-run views: `source` is a `Tuner`, an `ExperimentAnalysis` or an experiment directory.
+
+Every chart follows a light or a dark theme (`dark=`, changeable between redraws) on a
+transparent background, so that the notebook's own shows through, and prints numbers with
+four significant digits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import html
+import math
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -16,15 +25,20 @@ import plotly.graph_objects as go
 from nbtune.analysis import view_of
 from nbtune.trial import Trial
 from nbtune.ui.data import (
+    MIN_IMPORTANCE_TRIALS,
+    Axis,
     BestSoFarData,
+    Curve,
     HistoryData,
     ImportanceData,
     ParameterData,
     best_so_far_data,
     history_data,
     importance_data,
+    log_scale_names,
     parameter_data,
 )
+from nbtune.ui.ticks import NUMBER_FORMAT, format_number, integer_ticks, log_ticks, nice_ticks
 
 STATUS_COLORS = {
     "PENDING": "#9e9e9e",
@@ -33,215 +47,529 @@ STATUS_COLORS = {
     "TERMINATED": "#2ca02c",
     "ERROR": "#d62728",
 }
+FAINT_COLOR = "rgba(140, 140, 140, 0.35)"
+"""The curves that are not among the best ten, when there are more than ten."""
+LINE_DASH = {"paused": "dash", "stopped": "dot"}
+"""A curve's line style by its state (`nbtune.ui.data.state_of`); solid otherwise."""
 WEBGL_AFTER = 50
 """Curves past this many are drawn with WebGL, which stays fast with hundreds of lines."""
-_LAYOUT = {
-    "template": "plotly_white",
-    "height": 320,
-    "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
-}
+X_AXES = {"iteration": "iteration", "time": "seconds since the start"}
+"""What a learning curve can be drawn against, and the title of that axis."""
+PANELS_PER_ROW = 4
+"""The parameter panels wrap onto a new row past this many."""
+_HEIGHT = 320
+_MARGIN = {"l": 60, "r": 20, "t": 40, "b": 40}
+
+
+# ----- the live figures -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def drawing(figure: go.Figure) -> Iterator[None]:
+    """One batch of changes to `figure`, sent to its browser views as one message at the end;
+    holding the figure's `drawing_lock` if it has one (`nbtune.ui.live.LiveFigure`)."""
+    with getattr(figure, "drawing_lock", contextlib.nullcontext()), figure.batch_update():
+        yield
 
 
 def history_figure(
-    data: HistoryData, figure: go.Figure | None = None, drawn: dict | None = None
+    data: HistoryData,
+    figure: go.Figure | None = None,
+    drawn: dict | None = None,
+    *,
+    highlight: int | None = None,
+    x: str = "iteration",
+    log_y: bool = False,
+    dark: bool = False,
 ) -> go.Figure:
-    """The metric against iteration, one line per trial, coloured by status, best ones bold.
+    """The metric against iteration (or time), one line per trial in the trial's own colour.
 
-    `drawn` (kept by the caller between calls) remembers what each trace shows, so that a
-    redraw touches only the curves that changed: a thousand finished trials cost nothing.
+    The line style tells the trial's state (dashed: paused, dotted: stopped before its end;
+    an "x" ends an errored one); the best three are thicker; past ten curves only the best
+    ten are in colour and the rest faint. Hovering any point names the trial, its state and
+    its configuration.
+
+    Args:
+        drawn: what each trace shows, kept by the caller between calls (by default the figure
+            keeps it), so that a redraw touches only the curves that changed: a thousand
+            finished trials cost nothing.
+        highlight: a trial id whose curve is drawn bold, and every other one faint.
+        x: "iteration" or "time" (seconds since the run's first result).
+        log_y: the metric on a log scale (values <= 0 are then not shown).
+        dark: the dark theme.
+
+    Raises:
+        ValueError: `x` is neither "iteration" nor "time".
     """
+    if x not in X_AXES:
+        raise ValueError(f"x={x!r}: draw the learning curves against 'iteration' or 'time'")
     figure = figure if figure is not None else go.Figure()
-    drawn = {} if drawn is None else drawn
-    with figure.batch_update():
+    drawn = _memo(figure).setdefault("curves", {}) if drawn is None else drawn
+    if drawn.get("figure") != id(figure) or len(figure.data) > len(data.curves):
+        drawn.clear()
+        drawn["figure"] = id(figure)
+    with drawing(figure):
+        apply_theme(figure, dark)
         _keep_traces(figure, len(data.curves), _curve_trace)
         for index, (trace, curve) in enumerate(zip(figure.data, data.curves, strict=True)):
-            best = curve.trial_id in data.best
-            signature = (
-                curve.trial_id,
-                curve.status,
-                best,
-                len(curve.x),
-                curve.x[-1:],
-                curve.y[-1:],
-            )
-            if drawn.get(index) == signature:
-                continue
-            drawn[index] = signature
-            trace.update(
-                x=curve.x,
-                y=curve.y,
-                name=f"trial {curve.trial_id}",
-                hovertext=curve.label,
-                line={"color": STATUS_COLORS[curve.status], "width": 3 if best else 1.2},
-                opacity=1.0 if best or curve.status == "RUNNING" else 0.55,
-            )
-        if not drawn.get("layout"):
-            drawn["layout"] = True
-            figure.update_layout(
-                title=f"{data.metric} by iteration",
-                xaxis_title="iteration",
-                yaxis_title=data.metric,
-                **_LAYOUT,
-            )
-        figure.layout.showlegend = len(data.curves) <= 20
+            _draw_curve(trace, curve, drawn, index, data.best, highlight, x)
+        _layout(
+            figure,
+            title=f"{data.metric} by {x}",
+            xaxis={"title": X_AXES[x], "hoverformat": NUMBER_FORMAT},
+            yaxis={"title": _plain(data.metric), "type": "log" if log_y else "linear"},
+            showlegend=any(curve.featured for curve in data.curves),
+            annotations=_notes(not data.curves, f"waiting for a first value of {data.metric}"),
+        )
     return figure
 
 
-def best_so_far_figure(data: BestSoFarData, figure: go.Figure | None = None) -> go.Figure:
+def _draw_curve(
+    trace: Any,
+    curve: Curve,
+    drawn: dict,
+    index: int,
+    best: Sequence[int],
+    highlight: int | None,
+    x: str,
+) -> None:
+    """Update one curve's trace: its points if they changed, its style if that changed."""
+    points = (curve.trial_id, x, len(curve.x), curve.x[-1:], curve.y[-1:])
+    if drawn.get(index) != points:
+        drawn[index] = points
+        trace.update(x=curve.seconds if x == "time" else curve.x, y=curve.y)
+    shown = curve.featured or curve.trial_id == highlight
+    faint = highlight is not None and curve.trial_id != highlight
+    width = 3.5 if curve.trial_id == highlight else 2.4 if curve.trial_id in best else 1.4
+    ends = len(curve.x) if curve.state == "error" else 0
+    style = (curve.label, curve.state, shown, faint, width, x, ends)
+    if drawn.get(("style", index)) == style:
+        return
+    drawn[("style", index)] = style
+    where = f"%{{x:{NUMBER_FORMAT}}} s" if x == "time" else "iteration %{x}"
+    trace.update(
+        name=f"trial {curve.trial_id}",
+        legendgroup=str(curve.trial_id),
+        showlegend=shown,
+        line={
+            "color": curve.color if shown else FAINT_COLOR,
+            "width": width,
+            "dash": LINE_DASH.get(curve.state, "solid"),
+        },
+        opacity=0.3 if faint else 1.0,
+        mode="lines+markers" if curve.state == "error" else "lines",
+        marker=_error_marker(curve),
+        hovertemplate=(
+            f"{_no_variables(curve.label)}<br>{where}: %{{y:{NUMBER_FORMAT}}}<extra></extra>"
+        ),
+    )
+
+
+def _error_marker(curve: Curve) -> dict:
+    """An "x" at the last point of an errored curve, nothing elsewhere."""
+    if curve.state != "error":
+        return {"size": 0}
+    sizes = [0] * (len(curve.x) - 1) + [11]
+    return {"size": sizes, "symbol": "x", "color": curve.color, "line": {"width": 0}}
+
+
+def best_so_far_figure(
+    data: BestSoFarData, figure: go.Figure | None = None, *, dark: bool = False
+) -> go.Figure:
     """The best value of the metric so far against time."""
     figure = figure if figure is not None else go.Figure()
-    with figure.batch_update():
+    with drawing(figure):
+        apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Scatter(mode="lines+markers", line_shape="hv"))
         figure.data[0].update(
             x=data.seconds,
             y=data.values,
             hovertext=[f"trial {i}" for i in data.trial_ids],
+            hovertemplate=(
+                f"%{{hovertext}}<br>%{{x:{NUMBER_FORMAT}}} s: %{{y:{NUMBER_FORMAT}}}<extra></extra>"
+            ),
             name=f"best {data.metric}",
         )
-        figure.update_layout(
+        _layout(
+            figure,
             title=f"best {data.metric} so far",
-            xaxis_title="seconds",
-            yaxis_title=data.metric,
-            **_LAYOUT,
+            xaxis={"title": X_AXES["time"]},
+            yaxis={"title": _plain(data.metric)},
+            annotations=_notes(not data.values, f"waiting for a first value of {data.metric}"),
         )
     return figure
 
 
-def parallel_coordinates_figure(data: ParameterData, figure: go.Figure | None = None) -> go.Figure:
-    """Every trial as a line through its parameters and its best metric value."""
+def parallel_coordinates_figure(
+    data: ParameterData, figure: go.Figure | None = None, *, dark: bool = False
+) -> go.Figure:
+    """Every trial as a line through its parameters and its best metric value.
+
+    A log-scale parameter is drawn as its log10 with ticks labelled with its real values; an
+    integer or categorical one gets whole-number ticks only. The title sits above the axis
+    labels and the colour bar clear of the metric's ticks.
+    """
     figure = figure if figure is not None else go.Figure()
-    dimensions = [
-        {"label": axis.name, "values": axis.values}
-        | (
-            {}
-            if axis.labels is None
-            else {"tickvals": list(range(len(axis.labels))), "ticktext": list(axis.labels)}
-        )
-        for axis in data.axes
-    ]
-    dimensions.append({"label": data.metric, "values": data.metric_values})
-    with figure.batch_update():
+    metric = Axis(data.metric, data.metric_values)
+    dimensions = [_dimension(axis) for axis in (*data.axes, metric)]
+    with drawing(figure):
+        apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Parcoords())
         figure.data[0].update(
             dimensions=dimensions,
-            line={"color": data.metric_values, "colorscale": "Viridis", "showscale": True},
+            domain={"x": [0.0, 0.86], "y": [0.0, 1.0]},
+            labelangle=0,
+            labelside="top",
+            line={
+                "color": data.metric_values,
+                "colorscale": "Viridis",
+                "showscale": bool(data.metric_values),
+                "colorbar": {
+                    "x": 0.95,
+                    "thickness": 12,
+                    "tickformat": NUMBER_FORMAT,
+                },
+            },
         )
-        figure.update_layout(title=f"parameters and {data.metric}", **_LAYOUT)
+        _layout(
+            figure,
+            title=f"parameters and {data.metric}",
+            height=_HEIGHT + 60,
+            margin={"l": 60, "r": 30, "t": 110, "b": 30},
+            annotations=_notes(
+                not data.metric_values, f"waiting for a first trial with a value of {metric.name}"
+            ),
+        )
     return figure
 
 
-def parameter_scatter_figure(data: ParameterData, figure: go.Figure | None = None) -> go.Figure:
-    """Each parameter against the best metric value, one panel per parameter."""
+def _dimension(axis: Axis) -> dict:
+    """A parallel-coordinates axis, ticks set here at four significant digits: log10 values
+    with ticks of the real values for a log parameter, whole-number ticks for an integer or
+    categorical one; trials without the parameter on a "none" tick below the others."""
+    label = _plain(axis.name)
+    if axis.labels is not None:
+        return {
+            "label": label,
+            "values": axis.values,
+            "tickvals": list(range(len(axis.labels))),
+            "ticktext": [_plain(category) for category in axis.labels],
+        }
+    if not axis.present:
+        return {"label": label, "values": axis.values}
+    scale = math.log10 if axis.log else float
+    low, high = min(axis.present), max(axis.present)
+    ticks = (log_ticks if axis.log else integer_ticks if axis.integer else nice_ticks)(low, high)
+    tickvals = [scale(tick) for tick in ticks]
+    ticktext = [format_number(tick) for tick in ticks]
+    bottom, top = scale(low), scale(high)
+    if None in axis.values:
+        bottom -= 0.15 * (top - bottom) or 1.0
+        tickvals.append(bottom)
+        ticktext.append("none")
+    return {
+        "label": f"{label} (log)" if axis.log else label,
+        "values": [bottom if value is None else scale(value) for value in axis.values],
+        "range": [bottom, top],
+        "tickvals": tickvals,
+        "ticktext": ticktext,
+    }
+
+
+def parameter_scatter_figure(
+    data: ParameterData, figure: go.Figure | None = None, *, dark: bool = False
+) -> go.Figure:
+    """Each parameter against the best metric value: one panel per parameter, each on its own
+    x axis (logarithmic for a log-scale parameter, labelled categories for a categorical one,
+    whole numbers for an integer one), `PANELS_PER_ROW` to a row, all sharing the metric's
+    scale.
+
+    The panels are laid out in the layout itself, so a live `FigureWidget` made without
+    subplots gets them too; when the parameters change between redraws (a define-by-run space
+    adds some mid-run) the panels are laid out anew, and axes no longer used are hidden rather
+    than removed, so that nothing refers to a missing axis.
+    """
     figure = figure if figure is not None else go.Figure()
-    with figure.batch_update():
-        _side_by_side(figure, len(data.axes))
-        _keep_traces(figure, len(data.axes), lambda index: go.Scatter(mode="markers"))
-        for index, (trace, axis) in enumerate(zip(figure.data, data.axes, strict=True)):
+    count = len(data.axes)
+    rows = max(1, math.ceil(count / PANELS_PER_ROW))
+    with drawing(figure):
+        apply_theme(figure, dark)
+        _keep_traces(figure, count, lambda index: go.Scatter(mode="markers"))
+        _panels(figure, data)
+        for trace, axis in zip(figure.data, data.axes, strict=True):
             trace.update(
                 x=axis.values,
                 y=data.metric_values,
                 hovertext=data.labels,
+                hovertemplate=(
+                    f"%{{hovertext}}<br>{_plain(data.metric)}: %{{y:{NUMBER_FORMAT}}}"
+                    "<extra></extra>"
+                ),
                 name=axis.name,
-                xaxis=f"x{index + 1 if index else ''}",
                 marker={"size": 7, "opacity": 0.7},
             )
-            figure.layout[f"xaxis{index + 1 if index else ''}"].update(
-                title=axis.name,
-                tickvals=None if axis.labels is None else list(range(len(axis.labels))),
-                ticktext=None if axis.labels is None else list(axis.labels),
-            )
-        figure.update_layout(
+        _layout(
+            figure,
             title=f"{data.metric} by parameter",
-            yaxis_title=data.metric,
+            height=_HEIGHT + 220 * (rows - 1),
             showlegend=False,
-            **_LAYOUT,
+            annotations=_notes(
+                not count,
+                f"waiting for trials with a value of {data.metric} and parameters that vary",
+            ),
         )
     return figure
 
 
-def importance_figure(data: ImportanceData, figure: go.Figure | None = None) -> go.Figure:
-    """One bar per parameter: how much of the spread of the metric it explains on its own."""
+def _panels(figure: go.Figure, data: ParameterData) -> None:
+    """Lay out one x axis per parameter (and one y axis per row), when the parameters differ
+    from those last laid out; hide the axes of panels no longer shown, and the default axes
+    while there is no panel."""
+    scales = [_x_axis(axis) for axis in data.axes]
+    shape = (repr(scales), data.metric)
+    memo = _memo(figure)
+    if memo.get("panels") == shape:
+        return
+    count = len(data.axes)
+    rows = math.ceil(count / PANELS_PER_ROW)
+    columns = min(count, PANELS_PER_ROW)
+    x_axes = max(count, memo.get("panel_x_axes", 1))
+    y_axes = max(rows, memo.get("panel_y_axes", 1))
+    hidden = {"visible": False}
+    layout = {
+        f"xaxis{_suffix(index)}": _panel_x_axis(scales[index], index, columns)
+        if index < count
+        else hidden
+        for index in range(x_axes)
+    } | {
+        f"yaxis{_suffix(row)}": _panel_y_axis(data.metric, row, rows) if row < rows else hidden
+        for row in range(y_axes)
+    }
+    figure.update_layout(layout)
+    for index, trace in enumerate(figure.data):
+        trace.update(xaxis=f"x{_suffix(index)}", yaxis=f"y{_suffix(index // PANELS_PER_ROW)}")
+    memo.update(panels=shape, panel_x_axes=x_axes, panel_y_axes=y_axes)
+
+
+def _panel_x_axis(scale: dict, index: int, columns: int) -> dict:
+    """The `index`th panel's x axis, of `scale` (`_x_axis`), placed in its row and column."""
+    row, column = divmod(index, PANELS_PER_ROW)
+    return {
+        "visible": True,
+        "domain": _span(column, columns, gap=0.05),
+        "anchor": f"y{_suffix(row)}",
+        **scale,
+    }
+
+
+def _panel_y_axis(metric: str, row: int, rows: int) -> dict:
+    """The metric's axis of a row of panels; every row's matches the first's."""
+    return {
+        "visible": True,
+        "domain": _span(rows - 1 - row, rows, gap=0.3 / rows),
+        "anchor": f"x{_suffix(row * PANELS_PER_ROW)}",
+        "title": {"text": _plain(metric)},
+        "matches": None if row == 0 else "y",
+        "hoverformat": NUMBER_FORMAT,
+    }
+
+
+def _x_axis(axis: Axis) -> dict:
+    """A panel's x axis: its title and its scale."""
+    scale: dict[str, Any] = {"type": "linear", "tickvals": None, "ticktext": None}
+    if axis.labels is not None:
+        scale["tickvals"] = list(range(len(axis.labels)))
+        scale["ticktext"] = [_plain(category) for category in axis.labels]
+    elif axis.log:
+        scale["type"] = "log"
+    elif axis.integer:
+        scale["tickvals"] = integer_ticks(min(axis.present), max(axis.present), 5)
+    return {"title": {"text": _plain(axis.name)}, "hoverformat": NUMBER_FORMAT, **scale}
+
+
+def _span(position: int, count: int, gap: float) -> list[float]:
+    """The [start, end] of the `position`th of `count` equal spans of [0, 1], `gap` apart."""
+    width = (1 - gap * (count - 1)) / count
+    start = position * (width + gap)
+    return [round(start, 6), round(min(1.0, start + width), 6)]
+
+
+def _suffix(index: int) -> str:
+    """Plotly's name of the `index`th axis: "", "2", "3", ..."""
+    return str(index + 1) if index else ""
+
+
+def importance_figure(
+    data: ImportanceData, figure: go.Figure | None = None, *, dark: bool = False
+) -> go.Figure:
+    """One bar per parameter: how much of the spread of the metric it explains on its own.
+
+    With too few trials (fewer than `MIN_IMPORTANCE_TRIALS` with a value of the metric) or no
+    parameter that varies, the bars are empty and the chart says what it waits for.
+    """
     figure = figure if figure is not None else go.Figure()
-    with figure.batch_update():
+    shown = data.enough
+    with drawing(figure):
+        apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Bar(orientation="h"))
         figure.data[0].update(
-            x=data.importances[::-1],
-            y=data.names[::-1],
+            x=data.importances[::-1] if shown else (),
+            y=[_plain(name) for name in data.names[::-1]] if shown else (),
             hovertemplate="%{y}: %{x:.2f}<extra></extra>",
         )
-        figure.update_layout(
+        _layout(
+            figure,
             title=f"what {data.metric} depends on ({data.trials} trials)",
             xaxis={"title": "share of the spread explained", "range": [0, 1]},
-            **_LAYOUT,
+            annotations=_notes(not shown, _importance_wait(data)),
         )
     return figure
+
+
+def _importance_wait(data: ImportanceData) -> str:
+    if data.trials < MIN_IMPORTANCE_TRIALS:
+        return (
+            f"needs more trials: at least {MIN_IMPORTANCE_TRIALS} with a value of "
+            f"{data.metric} ({data.trials} so far)"
+        )
+    return "needs parameters that vary between trials"
+
+
+# ----- what every figure shares ---------------------------------------------------------------
+
+
+def _memo(figure: go.Figure) -> dict:
+    """What was last drawn into `figure`, kept on the figure itself."""
+    memo = getattr(figure, "_nbtune_drawn", None)
+    if memo is None:
+        memo = figure._nbtune_drawn = {}
+    return memo
+
+
+def _once(figure: go.Figure, key: str, signature: Hashable, draw: Callable[[], None]) -> None:
+    """Call `draw()` unless it was last called with the same `signature` for `key`."""
+    memo = _memo(figure)
+    if memo.get(key) != signature:
+        draw()
+        memo[key] = signature
+
+
+def apply_theme(figure: go.Figure, dark: bool) -> None:
+    """Give `figure` the light or dark template on a transparent background, so that the
+    notebook's own background shows; sent to a live figure only when it changes."""
+    _once(
+        figure,
+        "theme",
+        dark,
+        lambda: figure.update_layout(
+            template="plotly_dark" if dark else "plotly_white",
+            paper_bgcolor="rgba(0,0,0,0)",
+            plot_bgcolor="rgba(0,0,0,0)",
+        ),
+    )
+
+
+def _layout(figure: go.Figure, **layout: Any) -> None:
+    """Set titles, size and notes (sent only when they change)."""
+    layout = {"height": _HEIGHT, "margin": _MARGIN, **layout}
+    layout["title"] = {"text": _plain(layout["title"]), "x": 0.01, "xanchor": "left"}
+    _once(figure, "layout", repr(layout), lambda: figure.update_layout(layout))
+
+
+def _notes(waiting: bool, text: str) -> list[dict]:
+    """A note in the middle of an empty chart that says what it waits for, hidden otherwise
+    (an update can change an annotation in place, not remove it)."""
+    return [
+        {
+            "visible": waiting,
+            "text": _plain(text),
+            "xref": "paper",
+            "yref": "paper",
+            "x": 0.5,
+            "y": 0.5,
+            "showarrow": False,
+            "font": {"size": 14},
+        }
+    ]
+
+
+def _plain(text: str) -> str:
+    """`text` (a metric's name in a title, say) shown as it is: HTML-escaped, no variables."""
+    return _no_variables(html.escape(text, quote=False))
+
+
+def _no_variables(text: str) -> str:
+    """`text` safe inside a plotly hover template: no `%{` taken for a variable."""
+    return text.replace("%{", "%\u200b{")
 
 
 def _curve_trace(index: int) -> go.Scatter | go.Scattergl:
     kind = go.Scattergl if index >= WEBGL_AFTER else go.Scatter
-    return kind(mode="lines", hovertemplate="%{hovertext}<br>iteration %{x}: %{y}<extra></extra>")
+    return kind(mode="lines")
 
 
-def _side_by_side(figure: go.Figure, count: int) -> None:
-    """Give `figure` `count` x axes side by side that share its y axis: a grid laid out in
-    the layout itself, so that a live `FigureWidget` made without subplots gets one too."""
-    gap = 0.04
-    width = (1 - gap * (count - 1)) / max(1, count)
-    for index in range(count):
-        start = index * (width + gap)
-        figure.update_layout(
-            {
-                f"xaxis{index + 1 if index else ''}": {
-                    "domain": [start, start + width],
-                    "anchor": "y",
-                }
-            }
-        )
-
-
-def _keep_traces(figure: go.Figure, count: int, make) -> None:
-    """Give `figure` exactly `count` traces, keeping the existing ones (and their state)."""
-    for index in range(len(figure.data), count):
-        figure.add_trace(make(index))
-    if len(figure.data) > count:
+def _keep_traces(figure: go.Figure, count: int, make: Callable[[int], Any]) -> None:
+    """Give `figure` exactly `count` traces, keeping the existing ones (and their state);
+    new ones are added in one message."""
+    have = len(figure.data)
+    if have < count:
+        figure.add_traces([make(index) for index in range(have, count)])
+    elif have > count:
         figure.data = figure.data[:count]
+        _memo(figure).pop("panels", None)
 
 
 # ----- after the run --------------------------------------------------------------------------
 
 
-def plot_history(source: Any) -> go.Figure:
-    """The metric against iteration for every trial of a Tuner, analysis or directory."""
+def plot_history(
+    source: Any,
+    *,
+    highlight: int | None = None,
+    x: str = "iteration",
+    log_y: bool = False,
+    dark: bool = False,
+) -> go.Figure:
+    """The metric against iteration (or time) for every trial of a Tuner, analysis or
+    directory; see `history_figure` for the arguments."""
     trials, rows, metric, mode = _read(source)
-    return history_figure(history_data(trials, rows, metric, mode))
+    return history_figure(
+        history_data(trials, rows, metric, mode), highlight=highlight, x=x, log_y=log_y, dark=dark
+    )
 
 
-def plot_best_so_far(source: Any) -> go.Figure:
+def plot_best_so_far(source: Any, *, dark: bool = False) -> go.Figure:
     """The best value of the metric so far against time."""
     _, rows, metric, mode = _read(source)
-    return best_so_far_figure(best_so_far_data(rows, metric, mode))
+    return best_so_far_figure(best_so_far_data(rows, metric, mode), dark=dark)
 
 
-def plot_parallel_coordinates(source: Any) -> go.Figure:
+def plot_parallel_coordinates(source: Any, *, dark: bool = False) -> go.Figure:
     """Parallel coordinates of every trial's parameters and best metric value."""
     trials, _, metric, _ = _read(source)
-    return parallel_coordinates_figure(parameter_data(trials, metric))
+    data = parameter_data(trials, metric, _log_scale(source))
+    return parallel_coordinates_figure(data, dark=dark)
 
 
-def plot_param_scatter(source: Any) -> go.Figure:
+def plot_param_scatter(source: Any, *, dark: bool = False) -> go.Figure:
     """Each parameter against the best metric value, one panel per parameter."""
     trials, _, metric, _ = _read(source)
-    return parameter_scatter_figure(parameter_data(trials, metric))
+    return parameter_scatter_figure(parameter_data(trials, metric, _log_scale(source)), dark=dark)
 
 
-def plot_param_importance(source: Any) -> go.Figure:
+def plot_param_importance(source: Any, *, dark: bool = False) -> go.Figure:
     """How much of the spread of the metric each parameter explains on its own (see
     `nbtune.ui.data.importance_data` for how it is measured)."""
     trials, _, metric, mode = _read(source)
-    return importance_figure(importance_data(trials, metric, mode))
+    return importance_figure(importance_data(trials, metric, mode), dark=dark)
 
 
 def _read(source: Any) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]], str, str]:
     source = view_of(source)
     trials, rows = source._snapshot()
     return trials, rows, source._require_metric(), source.mode
+
+
+def _log_scale(source: Any) -> frozenset[str] | None:
+    """The log-scale parameters of a Tuner's space; None (inferred) for a run read from disk."""
+    return log_scale_names(getattr(source, "space", None))

@@ -1,8 +1,9 @@
 """The Pareto front of a run of several metrics: every trial's last values, the front marked.
 
     pareto_data(trials, metric, mode) -> ParetoData    what to draw (no plotly: tests read it)
-    pareto_figure(data, figure=None)  -> go.Figure     draws it, in place into a FigureWidget
-    plot_pareto_front(source)         -> go.Figure     after the run, from a Tuner or directory
+    pareto_figure(data, figure=None, dark=False) -> go.Figure   draws it, in place into a
+                                                                FigureWidget, light or dark
+    plot_pareto_front(source, dark=False)        -> go.Figure   after the run
 
 Two metrics are a scatter, three a 3-D scatter, more a parallel-coordinates view; the front is
 its own trace ("Pareto front"), the other trials another ("dominated"), and hovering a point
@@ -22,11 +23,12 @@ from nbtune import objectives
 from nbtune.analysis import view_of
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial
+from nbtune.ui.figures import apply_theme, drawing
+from nbtune.ui.ticks import format_number
 
 FRONT_COLOR = "#d62728"
 DOMINATED_COLOR = "#9e9e9e"
 _LAYOUT = {
-    "template": "plotly_white",
     "height": 420,
     "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
 }
@@ -82,20 +84,26 @@ def _points(scored: list[tuple[Trial, tuple[float, ...]]], names: Sequence[str])
 
 def _label(trial: Trial, point: tuple[float, ...], names: Sequence[str]) -> str:
     """Hover text: the trial, its values, its configuration."""
-    values = ", ".join(f"{name}={value:.6g}" for name, value in zip(names, point, strict=True))
+    values = ", ".join(
+        f"{name}={format_number(value)}" for name, value in zip(names, point, strict=True)
+    )
     config = ", ".join(f"{k}={_short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
     return f"trial {trial.trial_id} ({trial.status.value.lower()})<br>{values}<br>{config}"
 
 
 def _short(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    return format_number(value) if isinstance(value, float) else str(value)
 
 
-def pareto_figure(data: ParetoData, figure: go.Figure | None = None) -> go.Figure:
-    """Draw `data` into `figure` (updated in place, in one batch) or a new figure."""
+def pareto_figure(
+    data: ParetoData, figure: go.Figure | None = None, *, dark: bool = False
+) -> go.Figure:
+    """Draw `data` into `figure` (updated in place, in one batch) or a new figure, in the
+    light or the dark theme."""
     figure = figure if figure is not None else go.Figure()
     titles = [f"{name} ({mode})" for name, mode in zip(data.metrics, data.modes, strict=True)]
-    with figure.batch_update():
+    with drawing(figure):
+        apply_theme(figure, dark)
         if len(data.metrics) > 3:
             _parallel(figure, data, titles)
         else:
@@ -167,9 +175,9 @@ def _keep(figure: go.Figure, kinds: list[type]) -> None:
             figure.add_trace(kind())
 
 
-def plot_pareto_front(source: Any) -> go.Figure:
+def plot_pareto_front(source: Any, *, dark: bool = False) -> go.Figure:
     """The Pareto front of a run of several metrics: a Tuner, `nbtune.load(...)` or the path
-    of an experiment directory.
+    of an experiment directory; `dark` for the dark theme.
 
     Raises:
         ValueError: the run tunes fewer than two metrics.
@@ -180,4 +188,5 @@ def plot_pareto_front(source: Any) -> go.Figure:
             f"plot_pareto_front needs a run of several metrics; this one tunes "
             f"{source.metric!r}: pass metric=['loss', 'latency_ms'] to the Tuner"
         )
-    return pareto_figure(pareto_data(source.snapshot()[0], source.metric, source.mode))
+    data = pareto_data(source.snapshot()[0], source.metric, source.mode)
+    return pareto_figure(data, dark=dark)

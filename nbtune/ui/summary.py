@@ -13,10 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from nbtune.front_end import DashboardSource
-from nbtune.objectives import is_several, pareto_trials
+from nbtune.objectives import is_several, pareto_trials, primary
 from nbtune.results import trials_frame
+from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.table import badge
+from nbtune.ui.data import history_data
+from nbtune.ui.static import learning_curves_svg
+from nbtune.ui.table import badge, short
 
 logger = logging.getLogger("nbtune")
 
@@ -42,7 +45,8 @@ def best_html(trials: Sequence[Trial], metric: Any, mode: Any) -> str:
         return ""
     pick = min if mode == "min" else max
     best = pick(scored, key=lambda trial: trial.best_value)
-    config = html.escape(", ".join(f"{k}={v}" for k, v in best.config.items()))
+    flat = SearchSpace.flatten(best.config)
+    config = html.escape(", ".join(f"{k}={short(v)}" for k, v in flat.items()))
     value = f"<b>{best.best_value:.4g}</b>"
     return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 
@@ -58,8 +62,10 @@ def front_html(trials: Sequence[Trial], metric: Sequence[str], mode: Sequence[st
 
 
 def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
-    """The run's title, trial counts, best result and its `top` best trials as a table."""
-    trials, _ = source.snapshot()
+    """The run's title, trial counts, best result, its learning curves as an SVG picture (no
+    script: GitHub, nbviewer and `nbconvert --to html` show it) and its `top` best trials as a
+    table."""
+    trials, rows = source.snapshot()
     frame = trials_frame(trials, source.metric, source.mode)
     if is_several(source.metric):
         frame = frame.sort_values(["pareto", "trial_id"], ascending=[False, True])
@@ -69,9 +75,22 @@ def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
         title_html(source.name, state),
         counts_html(trials),
         best_html(trials, source.metric, source.mode),
-        frame.head(top).to_html(index=False, na_rep=""),
+        _curves_svg(trials, rows, source.metric, source.mode),
+        frame.head(top).to_html(index=False, na_rep="", float_format=_four_digits),
     ]
     return "<div class='nbtune-summary'>" + "<br>".join(p for p in parts if p) + "</div>"
+
+
+def _curves_svg(trials: Sequence[Trial], rows: Any, metric: Any, mode: Any) -> str:
+    metric, mode = primary(metric, mode)
+    if metric is None:
+        return ""
+    data = history_data(trials, rows, metric, mode)
+    return learning_curves_svg(data) if data.curves else ""
+
+
+def _four_digits(value: float) -> str:
+    return f"{value:.4g}"
 
 
 class SummarySlot:

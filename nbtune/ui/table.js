@@ -56,6 +56,10 @@ function render({ model, el }) {
         const badge = element("span", { class: "nbtune-badge" }, row.cells.status);
         badge.style.background = row.color;
         td.appendChild(badge);
+      } else if (column.key === "id") {
+        const swatch = element("span", { class: "nbtune-swatch", title: "its colour in the charts" });
+        swatch.style.background = row.swatch;
+        td.append(swatch, row.cells.id);
       } else {
         td.textContent = row.cells[column.key] ?? "";
       }

@@ -28,6 +28,7 @@ import traitlets
 from nbtune.metrics import finite
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
+from nbtune.ui.data import trial_color
 
 STATUS_COLORS = {
     "PENDING": "#9e9e9e",
@@ -182,7 +183,7 @@ def _values(trial: Trial, metric: str | None, columns: Sequence[Column]) -> dict
         "best": trial.best_value,
         "iteration": trial.iteration,
         "runtime": _runtime(trial),
-        "stopped_by": getattr(trial, "stopped_by", None) or "",
+        "stopped_by": trial.stopped_by or "",
     }
     for column in columns:
         if column.key.startswith("config/"):
@@ -190,7 +191,9 @@ def _values(trial: Trial, metric: str | None, columns: Sequence[Column]) -> dict
     return values
 
 
-def _row(trial: Trial, values: Mapping[str, Any], columns: Sequence[Column], live: bool) -> TableRow:
+def _row(
+    trial: Trial, values: Mapping[str, Any], columns: Sequence[Column], live: bool
+) -> TableRow:
     cells = {column.key: _cell(column.key, values.get(column.key)) for column in columns}
     config = ", ".join(f"{k}={short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
     return TableRow(
@@ -242,14 +245,13 @@ def possible_actions(trial: Trial) -> tuple[str, ...]:
 def page_state(page: TablePage) -> dict[str, Any]:
     """A page as the browser's table reads it (plain JSON)."""
     return {
-        "columns": [
-            {"key": c.key, "label": c.label, "numeric": c.numeric} for c in page.columns
-        ],
+        "columns": [{"key": c.key, "label": c.label, "numeric": c.numeric} for c in page.columns],
         "rows": [
             {
                 "id": row.trial_id,
                 "status": row.status,
                 "color": STATUS_COLORS[row.status],
+                "swatch": trial_color(row.trial_id),
                 "cells": dict(row.cells),
                 "config": row.config,
                 "actions": list(row.actions),
@@ -304,12 +306,18 @@ class StaticTable:
         self.previous = widgets.Button(description="◀", layout=widgets.Layout(width="40px"))
         self.next = widgets.Button(description="▶", layout=widgets.Layout(width="40px"))
         self.trial = widgets.Dropdown(description="trial", layout=widgets.Layout(width="160px"))
-        self.buttons = {action: widgets.Button(description=action.capitalize()) for action in ACTIONS}
+        self.buttons = {
+            action: widgets.Button(description=action.capitalize()) for action in ACTIONS
+        }
         self._drawing = False
         self.sort.observe(lambda c: self._changed({"type": "sort", "key": c["new"]}), "value")
         self.descending.observe(lambda c: self._changed({"type": "descending"}), "value")
-        self.status.observe(lambda c: self._changed({"type": "filter", "status": c["new"]}), "value")
-        self.trial.observe(lambda c: self._changed({"type": "select", "trial_id": c["new"]}), "value")
+        self.status.observe(
+            lambda c: self._changed({"type": "filter", "status": c["new"]}), "value"
+        )
+        self.trial.observe(
+            lambda c: self._changed({"type": "select", "trial_id": c["new"]}), "value"
+        )
         self.previous.on_click(lambda _: self._changed({"type": "page", "step": -1}))
         self.next.on_click(lambda _: self._changed({"type": "page", "step": 1}))
         for action, button in self.buttons.items():
@@ -323,8 +331,15 @@ class StaticTable:
         )
 
     def clickable(self) -> list[widgets.Widget]:
-        return [self.sort, self.descending, self.status, self.previous, self.next, self.trial,
-                *self.buttons.values()]
+        return [
+            self.sort,
+            self.descending,
+            self.status,
+            self.previous,
+            self.next,
+            self.trial,
+            *self.buttons.values(),
+        ]
 
     def _changed(self, message: Mapping[str, Any]) -> None:
         if not self._drawing:

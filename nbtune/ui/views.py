@@ -3,10 +3,12 @@ and the per-trial view."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as widgets
@@ -19,6 +21,17 @@ from nbtune.ui.table import badge, short
 
 OUTPUT_LINES = 200
 """Lines of a trial's output the per-trial view shows (its last ones)."""
+STATIC_EVERY_S = 1.0
+"""How often a static chart is drawn again (each time, the whole figure is sent)."""
+
+
+@dataclass(frozen=True)
+class Look:
+    """How the dashboard wants its charts drawn now."""
+
+    dark: bool = False
+    highlight: int | None = None
+    log_scale: frozenset[str] | None = None
 
 
 class ChartTab:
@@ -27,18 +40,24 @@ class ChartTab:
     With a front end that draws anywidgets, the chart is a plotly `FigureWidget` made when the
     tab is first shown; otherwise (`static=True`) a plain figure sent as plotly's own output
     about once a second, which every notebook front end renders without widgets.
+
+    Args:
+        name: the tab's name, which says what it draws.
+        changed: called when the user changes one of the chart's own options.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, changed: Callable[[], None]) -> None:
         self.name = name
         self.figure: Any = None
-        self.options = _curve_options() if name == "learning curves" else None
+        self.options = CurveOptions(changed) if name == "learning curves" else None
         self.holder = widgets.Box(
             [widgets.HTML("<i>drawing…</i>")], layout=widgets.Layout(width="100%")
         )
         parts = [self.options.widget] if self.options else []
         self.widget = widgets.VBox([*parts, self.holder])
         self._drawn: dict = {}
+        self.made_at = -float("inf")
+        self.rendered = False
         self._static_at = -float("inf")
         self._output: widgets.Output | None = None
 
@@ -48,7 +67,10 @@ class ChartTab:
     def reset(self) -> None:
         """Forget what was drawn: the next draw starts from an empty figure."""
         self._drawn.clear()
-        if self.figure is not None:
+        if self.figure is None:
+            return
+        lock = getattr(self.figure, "drawing_lock", None) or contextlib.nullcontext()
+        with lock:
             self.figure.data = ()
             self.figure.layout = {}
 
@@ -58,32 +80,42 @@ class ChartTab:
         rows: Sequence[Mapping[str, Any]],
         metric: Any,
         mode: Any,
-        dark: bool,
-        highlighted: int | None,
+        look: Look,
         static: bool,
     ) -> None:
         if static:
-            self._draw_static(trials, rows, metric, mode, dark, highlighted)
+            self._draw_static(trials, rows, metric, mode, look)
             return
         figure = self._live_figure()
-        self._plot(figure, trials, rows, metric, mode, dark, highlighted)
-        _remember_state(figure)
+        self._plot(figure, trials, rows, metric, mode, look)
+        with figure.drawing_lock:
+            _remember_state(figure)
 
     def _live_figure(self) -> Any:
-        import plotly.graph_objects as go
+        from nbtune.ui.live import LiveFigure
 
-        if not isinstance(self.figure, go.FigureWidget):
-            self.figure = go.FigureWidget()
+        if not isinstance(self.figure, LiveFigure):
+            self.figure = LiveFigure()
+            self.figure.observe(self._on_render, names="_js2py_layoutDelta")
+            self.made_at = time.monotonic()
             self._drawn.clear()
             self.holder.children = [self.figure]
         return self.figure
 
-    def _draw_static(self, trials, rows, metric, mode, dark, highlighted) -> None:
+    def _on_render(self, change: Mapping[str, Any]) -> None:
+        """plotly's browser side sends its layout once it has drawn the figure."""
+        self.rendered = True
+
+    def waits_to_render(self) -> bool:
+        """Whether the chart is a FigureWidget the browser has not drawn yet."""
+        return self.figure is not None and self.made_at > -float("inf") and not self.rendered
+
+    def _draw_static(self, trials, rows, metric, mode, look: Look) -> None:
         import plotly.graph_objects as go
         import plotly.io
 
         now = time.monotonic()
-        if now - self._static_at < 1.0:
+        if now - self._static_at < STATIC_EVERY_S:
             return
         self._static_at = now
         if self._output is None or isinstance(self.figure, go.FigureWidget):
@@ -91,52 +123,60 @@ class ChartTab:
             self._drawn.clear()
             self._output = widgets.Output(layout=widgets.Layout(width="100%"))
             self.holder.children = [self._output]
-        self._plot(self.figure, trials, rows, metric, mode, dark, highlighted)
+        self._plot(self.figure, trials, rows, metric, mode, look)
         spec = json.loads(plotly.io.to_json(self.figure, validate=False))
         bundle = {"application/vnd.plotly.v1+json": {**spec, "config": {"responsive": True}}}
         bundle["text/plain"] = f"nbtune chart: {self.name}"
         self._output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
-    def _plot(self, figure, trials, rows, metric, mode, dark, highlighted) -> None:
-        from nbtune.ui import data as charts_data
+    def _plot(self, figure, trials, rows, metric, mode, look: Look) -> None:
+        from nbtune.ui import data as charts
         from nbtune.ui import figures
         from nbtune.ui.pareto import pareto_data, pareto_figure
 
         if self.name == "pareto":
-            pareto_figure(pareto_data(trials, metric, mode), figure)
+            pareto_figure(pareto_data(trials, metric, mode), figure, dark=look.dark)
             return
         metric, mode = primary(metric, mode)
         if self.name == "learning curves":
-            data = charts_data.history_data(trials, rows, metric, mode)
-            figures.history_figure(data, figure, self._drawn)
+            figures.history_figure(
+                charts.history_data(trials, rows, metric, mode),
+                figure,
+                self._drawn,
+                highlight=look.highlight,
+                x=self.options.x.value,
+                log_y=self.options.log_y.value,
+                dark=look.dark,
+            )
         elif self.name == "best so far":
-            figures.best_so_far_figure(charts_data.best_so_far_data(rows, metric, mode), figure)
+            data = charts.best_so_far_data(rows, metric, mode)
+            figures.best_so_far_figure(data, figure, dark=look.dark)
         elif self.name == "parallel coordinates":
-            figures.parallel_coordinates_figure(charts_data.parameter_data(trials, metric), figure)
+            data = charts.parameter_data(trials, metric, look.log_scale)
+            figures.parallel_coordinates_figure(data, figure, dark=look.dark)
         elif self.name == "parameters":
-            figures.parameter_scatter_figure(charts_data.parameter_data(trials, metric), figure)
+            data = charts.parameter_data(trials, metric, look.log_scale)
+            figures.parameter_scatter_figure(data, figure, dark=look.dark)
         elif self.name == "importance":
-            data = charts_data.importance_data(trials, metric, mode)
-            figures.importance_figure(data, figure)
+            data = charts.importance_data(trials, metric, mode)
+            figures.importance_figure(data, figure, dark=look.dark)
 
 
-class _CurveOptions:
+class CurveOptions:
     """The learning curves' own controls: x axis by iteration or time, log-scale y."""
 
-    def __init__(self) -> None:
+    def __init__(self, changed: Callable[[], None]) -> None:
         self.x = widgets.ToggleButtons(
             options=["iteration", "time"],
             value="iteration",
             description="x axis",
-            style={"button_width": "80px"},
+            style={"button_width": "80px", "description_width": "initial"},
         )
         self.log_y = widgets.Checkbox(value=False, description="log y", indent=False)
         self.controls = [self.x, self.log_y]
+        for control in self.controls:
+            control.observe(lambda _: changed(), names="value")
         self.widget = widgets.HBox(self.controls)
-
-
-def _curve_options() -> _CurveOptions:
-    return _CurveOptions()
 
 
 def _remember_state(figure: Any) -> None:
@@ -169,7 +209,7 @@ def trial_html(
     config = SearchSpace.flatten(trial.config)
     parts = [
         f"<b>trial {trial.trial_id}</b> {badge(trial.status.value)} · iteration {trial.iteration}"
-        + (f" · stopped by {html.escape(_stopped_by(trial))}" if _stopped_by(trial) else ""),
+        + (f" · stopped by {html.escape(trial.stopped_by)}" if trial.stopped_by else ""),
         "<i>click a trial in the table to see it here</i>",
         _pairs_table("configuration", config),
         _pairs_table("last result", trial.last_result),
@@ -183,12 +223,10 @@ def trial_html(
         )
     output = _tail(folder / "output.log", OUTPUT_LINES)
     if output:
-        parts.append(f"<details><summary>output</summary><pre>{html.escape(output)}</pre></details>")
+        parts.append(
+            f"<details><summary>output</summary><pre>{html.escape(output)}</pre></details>"
+        )
     return "<div class='nbtune-trial'>" + "".join(f"<div>{p}</div>" for p in parts) + "</div>"
-
-
-def _stopped_by(trial: Trial) -> str | None:
-    return getattr(trial, "stopped_by", None) or None
 
 
 def _pairs_table(title: str, values: Mapping[str, Any]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import trainables
 
@@ -35,6 +37,38 @@ def test_asha_cuts_exactly_the_trials_a_hand_computation_cuts(make_tuner):
     assert (frame["status"] == "TERMINATED").all()
     assert asha.promoted() == [[0, 1, 2, 3, 4, 5, 6], [0, 1, 3, 5]]
     assert len(tuner.history()) == sum(LAST_STEP.values()) == 33
+
+
+# With bootstrap_count=2 no trial goes on from a rung unless 2 others reached it before:
+#   rung 1: q=5 n=1 and q=3 n=2: cut; q=6 n=3 not best: cut; q=1 n=4 best; q=4 n=5: cut;
+#           q=2 n=6 second of keep 2; q=2.5 n=7: cut
+#   rung 3: q=1 n=1 and q=2 n=2: cut. In a run this small, no trial runs in full.
+BOOTSTRAPPED_LAST_STEP = {0: 1, 1: 1, 2: 1, 3: 3, 4: 1, 5: 3, 6: 1}
+
+
+def test_with_a_bootstrap_count_no_trial_goes_on_unjudged(make_tuner):
+    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3, bootstrap_count=2)
+    tuner = make_tuner(
+        trainables.learning_curve,
+        {"q": nt.grid(QUALITIES), "max_t": 20},
+        metric="loss",
+        scheduler=asha,
+        max_concurrent=1,
+    )
+    tuner.run()
+
+    frame = tuner.dataframe().set_index("trial_id")
+    assert frame["training_iteration"].to_dict() == BOOTSTRAPPED_LAST_STEP
+    assert asha.promoted() == [[0, 1, 2, 3, 4, 5, 6], [3, 5]]
+
+
+def test_an_asha_saved_before_bootstrap_count_existed_lets_the_first_arrival_on():
+    asha = nt.ASHA(max_t=9)
+    asha.setup("loss", "min")
+    del asha.__dict__["bootstrap_count"]
+    restored = pickle.loads(pickle.dumps(asha))
+    first = {"loss": 1.0, "training_iteration": 1}
+    assert restored.on_result(nt.Trial(0, {}), first).name == "CONTINUE"
 
 
 def test_brackets_start_their_rungs_later_and_share_trials_as_hyperbands_brackets_do():
@@ -86,6 +120,8 @@ def test_ties_go_the_newcomers_way_and_rungs_follow_the_reduction_factor():
         ({"max_t": 9, "grace_period": 10}, r"grace_period=10\): must not exceed max_t=9"),
         ({"max_t": 9, "reduction_factor": 1}, r"reduction_factor=1\): pass a number above 1"),
         ({"max_t": 9, "brackets": 1.5}, r"brackets=1.5\): pass a positive integer"),
+        ({"max_t": 9, "bootstrap_count": -1}, r"bootstrap_count=-1\): pass an integer >= 0"),
+        ({"max_t": 9, "bootstrap_count": 2.0}, r"bootstrap_count=2.0\): pass an integer >= 0"),
     ],
 )
 def test_bad_arguments_get_one_line_errors(arguments, message):

@@ -4,11 +4,14 @@ earlier run's configurations."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import trainables
 from test_control import result_of
 
 import nbtune as nt
+from nbtune.events import TrialResult
 
 SPACE = {"lr": nt.loguniform(1e-4, 1e-1), "layers": nt.randint(1, 4)}
 
@@ -72,6 +75,23 @@ def test_random_search_takes_points_first_too(make_tuner):
 def test_a_point_with_an_unknown_parameter_is_a_one_line_error(make_tuner):
     with pytest.raises(ValueError, match=r"points_to_evaluate: 'depth' is not a parameter"):
         quadratic_tuner(make_tuner, nt.RandomSearch(), points_to_evaluate=[{"depth": 3}])
+
+
+@pytest.mark.parametrize(
+    ("point", "message"),
+    [
+        ({"lr": 0.5}, "'lr' = 0.5 is outside loguniform(0.0001, 0.1)"),
+        ({"layers": 4}, "'layers' = 4 is outside randint(1, 4)"),
+        ({"lr": 0.01, "layers": 2.0}, "'layers' = 2.0 is outside randint(1, 4)"),
+    ],
+)
+@pytest.mark.parametrize("searcher", [nt.RandomSearch, nt.OptunaSearch])
+def test_a_point_outside_its_domain_is_a_one_line_error_when_the_tuner_is_built(
+    make_tuner, searcher, point, message
+):
+    with pytest.raises(ValueError, match=re.escape(f"points_to_evaluate: {message}")) as refused:
+        quadratic_tuner(make_tuner, searcher(), points_to_evaluate=[{"lr": 0.01}, point])
+    assert "\n" not in str(refused.value)
 
 
 @pytest.mark.parametrize("through", ["path", "analysis"])
@@ -147,3 +167,59 @@ def test_a_retried_trial_is_told_to_optuna_once(make_tuner, tmp_path):
     assert tuner.get_trial(0).attempts == 2, "the first trial failed once and was retried"
     assert len(searcher.study.trials) == 2
     assert all(trial.state.name == "COMPLETE" for trial in searcher.study.trials)
+
+
+DIGITS = {"x": nt.choice(list(range(10))), "steps": 2}
+
+
+def restored_after_its_first_result(make_tuner, searcher):
+    """A run of DIGITS warm-started from one that tried x = 0..6, with the points x = 8 and
+    x = 9, stopped at its first result and restored: the point x = 9 is still to come."""
+    earlier = make_tuner(
+        trainables.count_up,
+        {**DIGITS, "x": nt.grid(list(range(7)))},
+        metric="loss",
+        name="earlier",
+        executor=nt.ThreadExecutor(),
+    )
+    earlier.run()
+    tuner = make_tuner(
+        trainables.count_up,
+        DIGITS,
+        metric="loss",
+        name="later",
+        searcher=searcher,
+        num_samples=6,
+        max_concurrent=1,
+        warm_start=earlier.path,
+        points_to_evaluate=[{"x": 8}, {"x": 9}],
+        executor=nt.ThreadExecutor(),
+    )
+
+    def stop_at_the_first_result(event):
+        if isinstance(event, TrialResult):
+            tuner.stop()
+
+    tuner.subscribe(stop_at_the_first_result)
+    tuner.run()
+    assert [trial.config["x"] for trial in tuner.trials] == [8]
+    again = nt.Tuner.restore(
+        tuner.path, trainables.count_up, executor=nt.ThreadExecutor(), progress=False
+    )
+    again.run()
+    return [trial.config["x"] for trial in again.trials], again.searcher
+
+
+def test_a_restored_random_search_keeps_its_points_and_what_the_earlier_run_tried(make_tuner):
+    tried, _ = restored_after_its_first_result(make_tuner, nt.RandomSearch())
+    assert tried[:2] == [8, 9], "the point left over runs first after the restore"
+    assert len(tried) == 6
+    assert set(tried) <= {7, 8, 9}, "none of the earlier run's x = 0..6 is drawn again"
+
+
+def test_a_restored_optuna_search_keeps_its_points_and_the_earlier_trials(make_tuner):
+    tried, searcher = restored_after_its_first_result(make_tuner, nt.OptunaSearch())
+    assert tried[:2] == [8, 9], "the point left over runs first after the restore"
+    assert len(tried) == 6
+    study = [trial.params["x"] for trial in searcher.study.trials]
+    assert study == list(range(7)) + tried, "the earlier trials stay in the study, first"

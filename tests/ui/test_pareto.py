@@ -63,6 +63,16 @@ def test_the_figure_is_updated_in_place():
     assert front.customdata == (1,) and figure.data[0].customdata == (0,)
 
 
+def test_the_figure_follows_the_dark_or_light_theme_in_place():
+    figure = go.FigureWidget()
+    metrics, modes = ["loss", "latency_ms"], ["min", "min"]
+    pareto_figure(pareto_data(trials_at((0.5, 0.5)), metrics, modes), figure, dark=True)
+    assert figure.layout.template.layout.paper_bgcolor == "rgb(17,17,17)", "plotly_dark"
+    assert figure.layout.paper_bgcolor == "rgba(0,0,0,0)", "the notebook's background shows"
+    pareto_figure(pareto_data(trials_at((0.5, 0.5)), metrics, modes), figure)
+    assert figure.layout.template.layout.paper_bgcolor == "white"
+
+
 def test_three_metrics_are_a_3d_scatter_and_more_are_parallel_coordinates():
     trials = trials_at((0.5, 0.5, 1.0, 2.0), (0.1, 0.9, 1.0, 2.0), (0.6, 0.6, 2.0, 3.0))
     three = pareto_figure(pareto_data(trials, ["loss", "latency_ms", "memory"], "min"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from xml.etree import ElementTree
+
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
@@ -43,3 +45,24 @@ def test_a_summary_that_fails_is_logged_not_raised_into_the_cell(
     assert "could not show the summary of 'run0'" in caplog.text
     assert "KeyError: 'a bug in the summary'" in caplog.text
     assert len(shell.events.callbacks["post_run_cell"]) == hooks, "and the hook is gone"
+
+
+def test_the_summary_draws_the_learning_curves_without_a_script(make_tuner):
+    def train(config):
+        for step in range(1, 6):
+            nt.report(loss=config["x"] / step / 3)
+
+    tuner = make_tuner(
+        train, {"x": nt.grid([1.0, 2.0, 4.0])}, metric="loss", executor=nt.ThreadExecutor()
+    )
+    tuner.run()
+    text = summary.summary_html(tuner, tuner.state)
+    svg = text[text.index("<svg") : text.index("</svg>") + len("</svg>")]
+    root = ElementTree.fromstring(svg)
+    svg_ns = "{http://www.w3.org/2000/svg}"
+    curves = [
+        line for line in root.iter(f"{svg_ns}polyline") if line.find(f"{svg_ns}title") is not None
+    ]
+    assert len(curves) == 3, "one curve per trial, each titled with its trial"
+    assert "<script" not in text
+    assert "0.06667" in text and "0.066666" not in text, "4 significant digits"

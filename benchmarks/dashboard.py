@@ -1,0 +1,116 @@
+"""How fast the dashboard shows up, and how much it weighs, in a real kernel.
+
+Prints one JSON line per figure:
+
+    python benchmarks/dashboard.py [--repeat 3]
+
+1. `start_with_dashboard_s`: how long the cell `tuner.start()` takes to return with the
+   dashboard shown (a fresh kernel with nbtune imported; median over `--repeat` kernels).
+   Target: < 0.3 s. `start_without_dashboard_s` is the same cell with `display=False`.
+2. `first_chart_s`: from the run's first result (the bus's `TrialResult`) to the learning
+   curves' figure holding a curve. Target: < 2 s.
+3. `widget_models`: widget models in the kernel once every tab of a 12-trial run has been
+   drawn (the old dashboard had 654 for its table alone). For information.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+
+from ui import Kernel
+
+SETUP = """
+    import time, warnings, nbtune as nt, ipywidgets
+    from nbtune.events import TrialResult
+    first = {}
+    def note(event):
+        if isinstance(event, TrialResult):
+            first.setdefault("result", time.perf_counter())
+    def train(config):
+        for step in range(1, 200):
+            nt.report(loss=config["x"] / step + config["lr"])
+            time.sleep(0.02)
+    tuner = nt.Tuner(train, {"x": nt.uniform(0, 1), "lr": nt.loguniform(1e-4, 1e-1),
+                             "kind": nt.choice(["a", "b"])},
+                     metric="loss", num_samples=12, max_concurrent=2, name="bench",
+                     overwrite=True, callbacks=[note])
+"""
+
+START = """
+    began = time.perf_counter()
+    tuner.start(display={display})
+    print(time.perf_counter() - began)
+"""
+
+FIRST_CHART = """
+    dashboard = tuner.dashboard()
+    while not (dashboard.ready.is_set() and "learning curves" in dashboard.figures
+               and dashboard.figures["learning curves"].data):
+        time.sleep(0.005)
+    print(time.perf_counter() - first["result"])
+"""
+
+MODELS = """
+    for index in range(len(dashboard.tab_names)):
+        dashboard.tabs.selected_index = index
+        dashboard.redraw()
+    tuner.stop()
+    tuner.wait()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        print(len(ipywidgets.Widget.widgets))
+"""
+
+
+def one_kernel(display: bool) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        kernel = Kernel(folder)
+        try:
+            kernel.execute(SETUP)
+            started, _ = kernel.execute(START.format(display=display))
+            figures = {"start_s": float(started)}
+            if display:
+                chart, _ = kernel.execute(FIRST_CHART)
+                models, _ = kernel.execute(MODELS)
+                figures |= {"first_chart_s": float(chart), "widget_models": int(models)}
+            else:
+                kernel.execute("tuner.stop(); tuner.wait()")
+            return figures
+        finally:
+            kernel.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    shown = [one_kernel(display=True) for _ in range(args.repeat)]
+    hidden = [one_kernel(display=False) for _ in range(args.repeat)]
+
+    def line(figure, values, target=None, unit="s"):
+        median = statistics.median(values)
+        passed = None if target is None else median < target
+        print(
+            json.dumps(
+                {
+                    "figure": figure,
+                    "value": round(median, 4),
+                    "unit": unit,
+                    "target": None if target is None else f"< {target}",
+                    "passed": passed,
+                    "runs": [round(v, 4) for v in values],
+                }
+            )
+        )
+
+    line("start_with_dashboard_s", [run["start_s"] for run in shown], 0.3)
+    line("start_without_dashboard_s", [run["start_s"] for run in hidden])
+    line("first_chart_s", [run["first_chart_s"] for run in shown], 2.0)
+    line("widget_models", [run["widget_models"] for run in shown], unit="models")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""The dashboard outside a browser: the messages its table sends, failures that stay in their
+part, the static fallback, and the state a reloaded page reads back."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import nbtune as nt
+from nbtune.events import TrialPaused, TrialResult
+from nbtune.ui import dashboard as dashboard_module
+from nbtune.ui import figures
+
+SPACE = {"lr": nt.loguniform(1e-4, 1e-1), "width": nt.uniform(0, 1), "kind": nt.choice(["a", "b"])}
+
+
+def eventually(check, what, timeout=30.0):
+    """Wait until `check()` is true, checking every 20 ms (a condition the dashboard's own
+    thread makes true); fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {timeout} s"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def held_run(make_tuner, log):
+    """A live run of four trials on threads, two at a time, each reporting every 20 ms until
+    `finish` is set; yields (tuner, dashboard, finish) once two trials have reported."""
+    finish = threading.Event()
+
+    def train(config):
+        checkpoint = nt.get_checkpoint()
+        step = checkpoint["step"] if checkpoint else 0
+        while not finish.is_set():
+            step += 1
+            nt.report(loss=config["width"] / step + config["lr"], checkpoint={"step": step})
+            finish.wait(0.02)
+
+    tuner = make_tuner(
+        train,
+        SPACE,
+        metric="loss",
+        num_samples=4,
+        max_concurrent=2,
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.subscribe(log)
+    tuner.start(display=False)
+    log.wait_for(lambda _: len({e.trial_id for e in log.of(TrialResult)}) == 2)
+    dashboard = tuner.dashboard()
+    assert dashboard.ready.wait(30)
+    yield tuner, dashboard, finish
+    finish.set()
+    tuner.stop()
+    tuner.wait(30)
+    dashboard.close()
+
+
+def send(dashboard, message):
+    """A message from the browser's table, through the widget's own message handler."""
+    dashboard.table._handle_custom_msg(message, [])
+
+
+def test_the_table_s_messages_sort_filter_select_and_act(held_run, log):
+    tuner, dashboard, _ = held_run
+    dashboard.redraw()
+    assert dashboard.visible_ids() == [0, 1]
+    assert "2 more planned, not started yet" in dashboard.table.table["footer"]
+    send(dashboard, {"type": "sort", "key": "id"})
+    dashboard.redraw()
+    assert dashboard.visible_ids() == [1, 0], "sorting by the same column reverses"
+    send(dashboard, {"type": "action", "action": "pause", "trial_id": 0})
+    log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 0)
+    send(dashboard, {"type": "filter", "status": "paused"})
+    dashboard.redraw()
+    assert dashboard.visible_ids() == [0]
+    send(dashboard, {"type": "select", "trial_id": 1})
+    dashboard.tabs.selected_index = dashboard.tab_names.index("trial")
+    dashboard.redraw()
+    assert "<b>trial 1</b>" in dashboard.trial_view.value
+    send(dashboard, {"type": "action", "action": "explode", "trial_id": 1})
+    send(dashboard, {"type": "page", "step": 7})
+    dashboard.redraw()
+    assert tuner.get_trial(1).status is nt.TrialStatus.RUNNING, "odd messages do nothing"
+
+
+def test_a_chart_that_fails_shows_one_line_and_the_rest_goes_on(held_run, monkeypatch):
+    _, dashboard, _ = held_run
+    calls = []
+
+    def broken(data, figure=None, **options):
+        calls.append(1)
+        raise KeyError("xaxis2\nand a long story")
+
+    monkeypatch.setattr(figures, "parameter_scatter_figure", broken)
+    dashboard.tabs.selected_index = dashboard.tab_names.index("parameters")
+    for _ in range(20):
+        dashboard.redraw()
+    assert len(calls) == 1, ("tried again only after RETRY_AFTER_S", dashboard.failures)
+    message = dashboard.message.value
+    assert message.count("nbtune-error") == 1
+    assert "the parameters could not be drawn: KeyError: xaxis2 (tried" in message
+    assert "and a long story" not in message.split("</summary>")[0], "one line"
+    assert "Traceback" in message, "the traceback is folded under it"
+    before = dashboard.table.table["rows"][0]["cells"]["iteration"]
+    eventually(
+        lambda: (
+            dashboard.redraw() or dashboard.table.table["rows"][0]["cells"]["iteration"] != before
+        ),
+        "the table still draws",
+    )
+
+    monkeypatch.setattr(dashboard_module, "RETRY_AFTER_S", 0.0)
+    monkeypatch.undo()
+    dashboard.failures["parameters"] = (-1e9, *dashboard.failures["parameters"][1:])
+    dashboard.redraw()
+    assert "nbtune-error" not in dashboard.message.value, "it recovers once drawing works"
+    assert len(dashboard.figures["parameters"].data) > 0
+
+
+def test_a_reloaded_page_reads_the_chart_as_it_is_now(held_run):
+    _, dashboard, _ = held_run
+    dashboard.redraw()
+    figure = dashboard.figures["learning curves"]
+    dashboard.redraw()
+    state = figure.get_state()
+    assert len(state["_widget_data"]) == 2, "what the browser fetches on a reload"
+    assert [trace["name"] for trace in state["_widget_data"]] == [t.name for t in figure.data]
+    assert all(len(trace["y"]) >= 1 for trace in state["_widget_data"]), "with their points"
+    assert state["_widget_layout"]["title"] == figure.layout.title.to_plotly_json()
+
+
+def test_without_a_front_end_that_draws_it_the_dashboard_turns_static(held_run, monkeypatch):
+    _, dashboard, _ = held_run
+    monkeypatch.setattr(dashboard_module, "RENDER_GRACE_S", 0.1)
+    bundle = dashboard._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("nbtune dashboard of "), "no widget repr"
+    assert "VBox" not in bundle["text/plain"]
+    eventually(lambda: dashboard.static_charts, "the fallback")
+    assert dashboard.static_table.widget in dashboard.widget.children
+    assert dashboard.table not in dashboard.widget.children
+    eventually(lambda: "nbtune-static-table" in dashboard.static_table.body.value, "the table")
+    chart = dashboard.charts["learning curves"]
+    eventually(lambda: chart._output is not None and chart._output.outputs, "a static chart")
+    (output,) = chart._output.outputs
+    spec = output["data"]["application/vnd.plotly.v1+json"]
+    assert spec["data"] and spec["layout"]["title"], "plotly's own output, no widget"
+
+
+def test_a_browser_that_draws_the_table_keeps_the_widgets_and_gives_its_theme(held_run):
+    _, dashboard, _ = held_run
+    send(dashboard, {"type": "rendered", "dark": True})
+    dashboard._shown_at = time.monotonic() - 3600
+    dashboard._check_front_end()
+    assert (dashboard.rendered, dashboard.dark, dashboard.static_charts) == (True, True, False)
+
+
+def test_a_front_end_that_draws_the_table_but_not_a_chart_gets_static_charts(held_run, monkeypatch):
+    _, dashboard, _ = held_run
+    send(dashboard, {"type": "rendered", "dark": False})
+    monkeypatch.setattr(dashboard_module, "RENDER_GRACE_S", 0.1)
+    dashboard._repr_mimebundle_()
+    eventually(lambda: dashboard.static_charts, "static charts")
+    assert dashboard.static_table is None, "the table, which the browser drew, stays"
+    assert dashboard.table in dashboard.widget.children
+
+
+def test_a_chart_the_browser_drew_stays_live(held_run, monkeypatch):
+    _, dashboard, _ = held_run
+    send(dashboard, {"type": "rendered", "dark": False})
+    dashboard.redraw()
+    figure = dashboard.figures["learning curves"]
+    layout = {"layout_delta": {"xaxis": {"range": [0, 1]}}, "layout_edit_id": 0}
+    figure.set_state({"_js2py_layoutDelta": layout})
+    monkeypatch.setattr(dashboard_module, "RENDER_GRACE_S", 0.0)
+    dashboard._shown_at = time.monotonic() - 3600
+    dashboard._check_front_end()
+    assert not dashboard.static_charts
+    assert dashboard.figures["learning curves"] is figure

@@ -1,0 +1,57 @@
+"""A live figure redrawn on one thread while the kernel applies its browser's messages on
+another, as the dashboard's charts are."""
+
+from __future__ import annotations
+
+import threading
+
+from ui.test_figures import growing_space
+
+from nbtune.ui.data import parameter_data
+from nbtune.ui.figures import parameter_scatter_figure
+from nbtune.ui.live import LiveFigure
+
+
+def test_a_browser_message_waits_for_a_redraw_in_progress():
+    figure = LiveFigure()
+    parameter_scatter_figure(parameter_data(growing_space(2), "score"), figure)
+    zoom = {"relayout_data": {"xaxis2.range": [0, 5]}, "source_view_id": "view"}
+    with figure.drawing_lock:  # as a redraw on the dashboard's thread holds it
+        browser = threading.Thread(target=setattr, args=(figure, "_js2py_relayout", zoom))
+        browser.start()
+        browser.join(timeout=0.5)  # nothing to wait on: the message must not get through
+        assert browser.is_alive(), "the kernel's thread waits for the redraw"
+        assert figure.layout.xaxis2.range is None
+    browser.join()
+    assert figure.layout.xaxis2.range == (0, 5), "then the zoom is applied"
+
+
+def test_redraws_on_one_thread_and_browser_messages_on_another_do_not_collide():
+    figure = LiveFigure()
+    done, failures = threading.Event(), []
+
+    def redraw():
+        step = 0
+        while not done.is_set():
+            step += 1
+            try:
+                parameter_scatter_figure(parameter_data(growing_space(2 + step % 2), "s"), figure)
+            except Exception as error:
+                failures.append(error)
+
+    redrawing = threading.Thread(target=redraw)
+    redrawing.start()
+    try:
+        for message in range(300):
+            with figure.drawing_lock:  # what the browser computed from a consistent figure
+                edit = figure._last_layout_edit_id
+            change = {"xaxis2.range": [0, message]} if message % 2 else {"autosize": True}
+            figure._js2py_relayout = {"relayout_data": change, "source_view_id": "v"}
+            figure._js2py_layoutDelta = {
+                "layout_delta": {"xaxis2": {"autorange": True}},
+                "layout_edit_id": edit,
+            }
+    finally:
+        done.set()
+        redrawing.join()
+    assert not failures
