@@ -562,8 +562,10 @@ class LabNotebook:
         switches back to the light theme when the test ends."""
         self.theme_changed = True
         self.page.evaluate(_CHANGE_THEME, theme)
-        self.page.wait_for_function(
-            "(theme) => document.body.dataset.jpThemeName === theme", arg=theme
+        self.page.wait_for_function(  # Lab's splash covers the page while the theme loads
+            "(theme) => document.body.dataset.jpThemeName === theme &&"
+            " !document.getElementById('jupyterlab-splash')",
+            arg=theme,
         )
 
     def run_all(self) -> None:
