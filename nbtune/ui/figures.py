@@ -292,6 +292,8 @@ def parameter_scatter_figure(
     figure = figure if figure is not None else go.Figure()
     count = len(data.axes)
     rows = max(1, math.ceil(count / PANELS_PER_ROW))
+    _make_axes(figure, [f"xaxis{_suffix(i)}" for i in range(count)])
+    _make_axes(figure, [f"yaxis{_suffix(row)}" for row in range(rows)])
     with drawing(figure):
         apply_theme(figure, dark)
         _keep_traces(figure, count, lambda index: go.Scatter(mode="markers"))
@@ -319,6 +321,22 @@ def parameter_scatter_figure(
             ),
         )
     return figure
+
+
+def _make_axes(figure: go.Figure, names: Sequence[str]) -> None:
+    """Add the axes `figure` lacks, each in a message of its own, before a batched redraw.
+
+    In one batch, plotly sends a new axis together with its settings (`xaxis2` and
+    `xaxis2.visible`), which plotly.js refuses in the browser ("cannot set xaxis2.visible and
+    a parent attribute simultaneously") and leaves the chart half laid out.
+    """
+    present = set(figure.layout.to_plotly_json())
+    missing = [name for name in names if name not in present]
+    if not missing:
+        return
+    with getattr(figure, "drawing_lock", contextlib.nullcontext()):
+        for name in missing:
+            figure.layout[name] = {"visible": False}
 
 
 def _panels(figure: go.Figure, data: ParameterData) -> None:
