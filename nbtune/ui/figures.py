@@ -292,8 +292,6 @@ def parameter_scatter_figure(
     figure = figure if figure is not None else go.Figure()
     count = len(data.axes)
     rows = max(1, math.ceil(count / PANELS_PER_ROW))
-    _make_axes(figure, [f"xaxis{_suffix(i)}" for i in range(count)])
-    _make_axes(figure, [f"yaxis{_suffix(row)}" for row in range(rows)])
     with drawing(figure):
         apply_theme(figure, dark)
         _keep_traces(figure, count, lambda index: go.Scatter(mode="markers"))
@@ -323,22 +321,6 @@ def parameter_scatter_figure(
     return figure
 
 
-def _make_axes(figure: go.Figure, names: Sequence[str]) -> None:
-    """Add the axes `figure` lacks, each in a message of its own, before a batched redraw.
-
-    In one batch, plotly sends a new axis together with its settings (`xaxis2` and
-    `xaxis2.visible`), which plotly.js refuses in the browser ("cannot set xaxis2.visible and
-    a parent attribute simultaneously") and leaves the chart half laid out.
-    """
-    present = set(figure.layout.to_plotly_json())
-    missing = [name for name in names if name not in present]
-    if not missing:
-        return
-    with getattr(figure, "drawing_lock", contextlib.nullcontext()):
-        for name in missing:
-            figure.layout[name] = {"visible": False}
-
-
 def _panels(figure: go.Figure, data: ParameterData) -> None:
     """Lay out one x axis per parameter (and one y axis per row), when the parameters differ
     from those last laid out; hide the axes of panels no longer shown, and the default axes
@@ -354,6 +336,8 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
     x_axes = max(count, memo.get("panel_x_axes", 1))
     y_axes = max(rows, memo.get("panel_y_axes", 1))
     hidden = {"visible": False}
+    # Each axis is set whole: set by parts, a new axis would go to the browser in the same
+    # message as its parts ("xaxis2" and "xaxis2.visible"), which plotly.js refuses.
     layout = {
         f"xaxis{_suffix(index)}": _panel_x_axis(scales[index], index, columns)
         if index < count
@@ -363,7 +347,8 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
         f"yaxis{_suffix(row)}": _panel_y_axis(data.metric, row, rows) if row < rows else hidden
         for row in range(y_axes)
     }
-    figure.update_layout(layout)
+    for name, axis in layout.items():
+        figure.layout[name] = axis
     for index, trace in enumerate(figure.data):
         trace.update(xaxis=f"x{_suffix(index)}", yaxis=f"y{_suffix(index // PANELS_PER_ROW)}")
     memo.update(panels=shape, panel_x_axes=x_axes, panel_y_axes=y_axes)
