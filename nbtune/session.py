@@ -84,6 +84,7 @@ class TrialSession:
         self._output = io.StringIO() if capture_output else None
         self._free_steps = 0
         self._pid = os.getpid()
+        self.last_metrics: dict[str, Any] = {}
         self._ended: type[BaseException] | None = None
         self.checkpoint_on_demand: Callable[[], Any] | None = None
 
@@ -117,6 +118,7 @@ class TrialSession:
             name = sorted(reserved)[0]
             raise ValueError(f"nbtune.report({name}=...): nbtune sets {name!r}; rename your metric")
         self.iteration += 1
+        self.last_metrics = metrics
         path = None if checkpoint is None else self._save_checkpoint(checkpoint)
         waits = self._free_steps == 0 or self._channel.poll()
         output = self.drain_output()

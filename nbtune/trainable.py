@@ -105,15 +105,24 @@ def _run_function(
 ) -> None:
     returned = train(dict(config))
     if returned is not None:
-        session.report(_final_result(returned, metric))
+        session.report(_final_result(returned, metric, session.last_metrics))
 
 
-def _final_result(returned: Any, metric: str | Sequence[str] | None) -> dict[str, Any]:
+def _final_result(
+    returned: Any, metric: str | Sequence[str] | None, reported: Mapping[str, Any]
+) -> dict[str, Any]:
     """What a trainable's return value records as its last result: a mapping as it is, a
     number as the final value of the tuned metric (Optuna's style, `return score`), and with
-    several tuned metrics a tuple of their values in order (Optuna's `return loss, latency`)."""
+    several tuned metrics a tuple of their values in order (Optuna's `return loss, latency`).
+
+    A mapping without a tuned metric carries that metric's last `reported` value: a training
+    that reported every round (a library's callback) and returns a summary at the end
+    (`{"best_iteration": 87}`) ends with its last value, not as an error.
+    """
     if isinstance(returned, Mapping):
-        return dict(returned)
+        names = [] if metric is None else [metric] if isinstance(metric, str) else list(metric)
+        carried = {n: reported[n] for n in names if n not in returned and n in reported}
+        return {**carried, **returned}
     if metric is not None and not isinstance(metric, str):
         return _final_values(returned, list(metric))
     value = number(returned)

@@ -392,7 +392,7 @@ MISTAKES = {
     ],
     "%tune train --metric loss --scheduler asha(max_tt=27)": [
         "%tune: ASHA: got an unexpected keyword argument 'max_tt'; it takes max_t, "
-        "grace_period, reduction_factor, brackets, time_attr, metric, mode"
+        "grace_period, reduction_factor, brackets, time_attr, bootstrap_count, metric, mode"
     ],
     "%tune train --metric loss --scheduler asha(max_t=0)": [
         "%tune: ASHA(max_t=0): pass a positive number"

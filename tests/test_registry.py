@@ -42,7 +42,7 @@ def test_an_option_the_class_does_not_take_is_refused_with_those_it_takes():
         registry.create("scheduler", "asha", max_tt=27)
     assert str(refused.value) == (
         "ASHA: got an unexpected keyword argument 'max_tt'; it takes max_t, grace_period, "
-        "reduction_factor, brackets, time_attr, metric, mode"
+        "reduction_factor, brackets, time_attr, bootstrap_count, metric, mode"
     )
 
 

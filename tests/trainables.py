@@ -512,7 +512,8 @@ def dies_at(config):
 
 def boosts(config):
     """Trains XGBoost or LightGBM (`library`) on breast cancer data for `rounds` rounds in all,
-    reporting through nbtune's callback; `nap` s per round leave time to pause it."""
+    reporting through nbtune's callback; `nap` s per round leave time to pause it. With
+    `summary`, it returns a dict of the booster's rounds (without the metric) at the end."""
     from sklearn.datasets import load_breast_cancer
 
     features, labels = load_breast_cancer(return_X_y=True)
@@ -524,7 +525,7 @@ def boosts(config):
 
         report = ReportCallback(config.get("metrics"), checkpoint_every=config.get("every"))
         train_set = xgb.DMatrix(features[:400], labels[:400])
-        xgb.train(
+        booster = xgb.train(
             {"objective": "binary:logistic", "eval_metric": ["logloss", "error"], "nthread": 1},
             train_set,
             evals=[(train_set, "train"), (xgb.DMatrix(features[400:], labels[400:]), "validation")],
@@ -532,13 +533,13 @@ def boosts(config):
             callbacks=[napping.xgboost(), report],
             **resume_kwargs(num_boost_round=config["rounds"]),
         )
-        return
+        return {"rounds_run": booster.num_boosted_rounds()} if config.get("summary") else None
     import lightgbm as lgb
 
     from nbtune.integrations.lightgbm import ReportCallback, resume_kwargs
 
     train_set = lgb.Dataset(features[:400], labels[:400])
-    lgb.train(
+    booster = lgb.train(
         {"objective": "binary", "metric": ["binary_logloss"], "verbose": -1, "num_threads": 1},
         train_set,
         valid_sets=[train_set, lgb.Dataset(features[400:], labels[400:], reference=train_set)],
@@ -549,6 +550,7 @@ def boosts(config):
         ],
         **resume_kwargs(num_boost_round=config["rounds"]),
     )
+    return {"rounds_run": booster.current_iteration()} if config.get("summary") else None
 
 
 class _Napper:

@@ -186,6 +186,7 @@ class Dashboard:
             [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
         )
         self.controls.layout.display = "" if self.live else "none"
+        self.clicks_while_busy = self.live and self._serve_clicks_on_subshell()
         with self.widget.hold_sync():
             self.widget.children = [
                 self.title,
@@ -196,7 +197,6 @@ class Dashboard:
                 self.table,
                 self.tabs,
             ]
-        self.clicks_while_busy = self.live and self._serve_clicks_on_subshell()
         if self.live and not self.clicks_while_busy:
             self.notice = (
                 "Buttons act between cells here: this kernel cannot serve them while a cell "

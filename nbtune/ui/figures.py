@@ -336,6 +336,8 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
     x_axes = max(count, memo.get("panel_x_axes", 1))
     y_axes = max(rows, memo.get("panel_y_axes", 1))
     hidden = {"visible": False}
+    # Each axis is set whole: set by parts, a new axis would go to the browser in the same
+    # message as its parts ("xaxis2" and "xaxis2.visible"), which plotly.js refuses.
     layout = {
         f"xaxis{_suffix(index)}": _panel_x_axis(scales[index], index, columns)
         if index < count
@@ -345,7 +347,8 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
         f"yaxis{_suffix(row)}": _panel_y_axis(data.metric, row, rows) if row < rows else hidden
         for row in range(y_axes)
     }
-    figure.update_layout(layout)
+    for name, axis in layout.items():
+        figure.layout[name] = axis
     for index, trace in enumerate(figure.data):
         trace.update(xaxis=f"x{_suffix(index)}", yaxis=f"y{_suffix(index // PANELS_PER_ROW)}")
     memo.update(panels=shape, panel_x_axes=x_axes, panel_y_axes=y_axes)

@@ -46,58 +46,110 @@ function render({ model, el }) {
     return th;
   }
 
-  function line(row, columns) {
-    const tr = element("tr", { "data-trial": String(row.id), title: row.config });
-    if (row.id === model.get("selected")) tr.classList.add("nbtune-selected");
-    if (row.id === model.get("highlighted")) tr.classList.add("nbtune-highlighted");
+  // Lines are kept by trial id and updated in place: a redraw (ten a second in a live run)
+  // changes text, not elements, so a click held on a line or its button is never lost.
+  const lines = new Map();
+  let columnKeys = "";
+
+  function newLine(id, columns) {
+    const tr = element("tr", { "data-trial": String(id) });
+    const cells = {};
     for (const column of columns) {
       const td = element("td", { "data-key": column.key });
-      if (column.key === "status") {
-        const badge = element("span", { class: "nbtune-badge" }, row.cells.status);
-        badge.style.background = row.color;
-        td.appendChild(badge);
-      } else if (column.key === "id") {
-        const swatch = element("span", { class: "nbtune-swatch", title: "its colour in the charts" });
-        swatch.style.background = row.swatch;
-        td.append(swatch, row.cells.id);
-      } else {
-        td.textContent = row.cells[column.key] ?? "";
-      }
       if (column.numeric) td.classList.add("nbtune-number");
       if (column.key.startsWith("config/")) td.classList.add("nbtune-config");
+      if (column.key === "status") {
+        td.appendChild(element("span", { class: "nbtune-badge" }));
+      } else if (column.key === "id") {
+        td.append(element("span", { class: "nbtune-swatch", title: "its colour in the charts" }), "");
+      }
+      cells[column.key] = td;
       tr.appendChild(td);
     }
     const actions = element("td", { class: "nbtune-actions" });
+    const buttons = {};
     for (const action of ["pause", "resume", "stop"]) {
       const label = action[0].toUpperCase() + action.slice(1);
-      const button = element("button", { "data-action": action, title: `${label} trial ${row.id}` }, label);
-      if (!row.actions.includes(action)) button.classList.add("nbtune-hidden");
+      const button = element("button", { "data-action": action, title: `${label} trial ${id}` }, label);
       button.addEventListener("click", (event) => {
         event.stopPropagation();
-        model.send({ type: "action", action, trial_id: row.id });
+        model.send({ type: "action", action, trial_id: id });
       });
+      buttons[action] = button;
       actions.appendChild(button);
     }
     tr.appendChild(actions);
-    tr.addEventListener("mouseenter", () => model.send({ type: "hover", trial_id: row.id }));
+    tr.addEventListener("mouseenter", () => model.send({ type: "hover", trial_id: id }));
     tr.addEventListener("mouseleave", () => model.send({ type: "hover", trial_id: null }));
-    tr.addEventListener("click", () => model.send({ type: "select", trial_id: row.id }));
-    return tr;
+    tr.addEventListener("click", () => model.send({ type: "select", trial_id: id }));
+    return { tr, cells, buttons };
+  }
+
+  function setText(node, text) {
+    if (node.textContent !== text) node.textContent = text;
+  }
+
+  function update(line, row) {
+    if (line.tr.title !== row.config) line.tr.title = row.config;
+    line.tr.classList.toggle("nbtune-selected", row.id === model.get("selected"));
+    line.tr.classList.toggle("nbtune-highlighted", row.id === model.get("highlighted"));
+    for (const [key, td] of Object.entries(line.cells)) {
+      const text = row.cells[key] ?? "";
+      if (key === "status") {
+        const badge = td.firstChild;
+        setText(badge, text);
+        badge.style.background = row.color;
+      } else if (key === "id") {
+        td.firstChild.style.background = row.swatch;
+        if (td.lastChild.nodeValue !== text) td.lastChild.nodeValue = text;
+      } else {
+        setText(td, text);
+      }
+    }
+    for (const [action, button] of Object.entries(line.buttons)) {
+      button.classList.toggle("nbtune-hidden", !row.actions.includes(action));
+    }
   }
 
   function draw() {
     const state = model.get("table") || {};
     const columns = state.columns || [];
-    const head = element("thead");
+    const keys = columns.map((column) => column.key).join("\n");
+    let body = table.tBodies[0];
+    if (keys !== columnKeys || !body) {
+      columnKeys = keys;
+      lines.clear();
+      body = element("tbody");
+      table.replaceChildren(element("thead"), body);
+    }
     const headRow = element("tr");
     for (const column of columns) headRow.appendChild(heading(column));
     headRow.appendChild(element("th", { class: "nbtune-actions" }, "actions"));
-    head.appendChild(headRow);
-    const body = element("tbody");
-    for (const row of state.rows || []) body.appendChild(line(row, columns));
-    table.replaceChildren(head, body);
+    const head = table.tHead;
+    if (!head.firstChild || head.firstChild.textContent !== headRow.textContent) {
+      head.replaceChildren(headRow);
+    }
+    const shown = new Set();
+    let before = body.firstChild;
+    for (const row of state.rows || []) {
+      let line = lines.get(row.id);
+      if (!line) {
+        line = newLine(row.id, columns);
+        lines.set(row.id, line);
+      }
+      update(line, row);
+      shown.add(row.id);
+      if (line.tr !== before) body.insertBefore(line.tr, before);
+      else before = before.nextSibling;
+    }
+    for (const [id, line] of lines) {
+      if (!shown.has(id)) {
+        line.tr.remove();
+        lines.delete(id);
+      }
+    }
     filter.value = model.get("status");
-    where.textContent = state.footer || "";
+    setText(where, state.footer || "");
     previous.disabled = !state.page;
     next.disabled = state.page >= (state.pages || 1) - 1;
   }

@@ -371,7 +371,10 @@ class StaticTable:
 
 def static_table_html(state: Mapping[str, Any]) -> str:
     """A page of the table as plain HTML (also what the run's summary shows)."""
-    head = "".join(f"<th>{html.escape(c['label'])}</th>" for c in state["columns"])
+    head = "".join(
+        f"<th style='padding:2px 8px;text-align:left'>{html.escape(c['label'])}</th>"
+        for c in state["columns"]
+    )
     lines = []
     for row in state["rows"]:
         cells = []
@@ -380,7 +383,7 @@ def static_table_html(state: Mapping[str, Any]) -> str:
             if column["key"] == "status":
                 text = badge(row["status"])
             align = "right" if column["numeric"] else "left"
-            cells.append(f'<td style="text-align:{align}">{text}</td>')
+            cells.append(f'<td style="text-align:{align};padding:1px 8px">{text}</td>')
         lines.append(f'<tr title="{html.escape(row["config"])}">{"".join(cells)}</tr>')
     return (
         '<table class="nbtune-static-table" style="border-collapse:collapse;white-space:nowrap">'

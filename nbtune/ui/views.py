@@ -22,7 +22,10 @@ from nbtune.ui.table import badge, short
 OUTPUT_LINES = 200
 """Lines of a trial's output the per-trial view shows (its last ones)."""
 STATIC_EVERY_S = 1.0
-"""How often a static chart is drawn again (each time, the whole figure is sent)."""
+"""How often a static chart is drawn again (the whole figure is sent, if it changed)."""
+STATIC_WEBGL_EVERY_S = 5.0
+"""The same for parallel coordinates, which plotly.js draws with WebGL: each new drawing costs
+a browser without a GPU seconds."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class ChartTab:
         self.rendered = False
         self._static_at = -float("inf")
         self._output: widgets.Output | None = None
+        self._static_sent = ""
 
     def controls(self) -> list[widgets.Widget]:
         return self.options.controls if self.options else []
@@ -67,6 +71,7 @@ class ChartTab:
     def reset(self) -> None:
         """Forget what was drawn: the next draw starts from an empty figure."""
         self._drawn.clear()
+        self._static_sent = ""
         if self.figure is None:
             return
         lock = getattr(self.figure, "drawing_lock", None) or contextlib.nullcontext()
@@ -115,16 +120,22 @@ class ChartTab:
         import plotly.io
 
         now = time.monotonic()
-        if now - self._static_at < STATIC_EVERY_S:
+        every = STATIC_WEBGL_EVERY_S if self.name == "parallel coordinates" else STATIC_EVERY_S
+        if now - self._static_at < every:
             return
         self._static_at = now
         if self._output is None or isinstance(self.figure, go.FigureWidget):
             self.figure = go.Figure()
             self._drawn.clear()
             self._output = widgets.Output(layout=widgets.Layout(width="100%"))
+            self._static_sent = ""
             self.holder.children = [self._output]
         self._plot(self.figure, trials, rows, metric, mode, look)
-        spec = json.loads(plotly.io.to_json(self.figure, validate=False))
+        text = plotly.io.to_json(self.figure, validate=False)
+        if text == self._static_sent:
+            return
+        self._static_sent = text
+        spec = json.loads(text)
         bundle = {"application/vnd.plotly.v1+json": {**spec, "config": {"responsive": True}}}
         bundle["text/plain"] = f"nbtune chart: {self.name}"
         self._output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)

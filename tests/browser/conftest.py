@@ -1,9 +1,14 @@
 """Real-browser fixtures: JupyterLab driven by headless Debian Chromium through Playwright.
 
-    lab_server     session   JupyterLab on 127.0.0.1 (free port, random token), temp root folder
+    lab_server     session   JupyterLab on 127.0.0.1 (free port, random token), temp root folder;
+                             it also serves Notebook 7 (the `notebook` package) at /notebooks/<path>
+    lab_server_without_anywidget
+                   session   a second server on the same root, with anywidget's lab extension
+                             disabled (`jupyter labextension disable`, in its own config dir)
     browser        session   Playwright Chromium = Debian's `chromium` (never `playwright install`)
     lab_dir        function  a fresh folder inside the lab root for this test's notebooks and files
-    open_notebook  function  open_notebook(path) -> LabNotebook: a page showing that notebook
+    open_notebook  function  open_notebook(path, app=, server=) -> LabNotebook: a page showing
+                             that notebook in JupyterLab (app="lab") or Notebook 7 ("notebook")
     artifacts_dir  session   where screenshots, browser consoles and the server log go
 
 Every test in this folder gets the `browser` marker (`pytest -m "not browser"` leaves them out).
@@ -29,7 +34,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,7 +161,28 @@ class LabServer:
         return _tail(self.log_path, lines)
 
 
-def _start_lab(root: Path, home: Path, log_path: Path) -> LabServer:
+def _disable_lab_extensions(names: Sequence[str], env: Mapping[str, str], log_path: Path) -> None:
+    """`jupyter labextension disable --level=user NAME` for each name, in `env`'s config dir.
+
+    `--level=user` writes `$JUPYTER_CONFIG_DIR/labconfig/page_config.json`, the server's own
+    private config dir; the default level, sys_prefix, would write into the shared environment.
+    """
+    for name in names:
+        command = [sys.executable, "-m", "jupyterlab.labextensions", "disable", "--level=user"]
+        command.append(name)
+        with open(log_path, "a") as log:
+            log.write(f"$ {' '.join(command)}\n")
+            log.flush()
+            done = subprocess.run(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=60, check=False
+            )
+        if done.returncode != 0:
+            pytest.fail(f"could not disable the lab extension {name!r}; log {log_path}")
+
+
+def _start_lab(
+    root: Path, home: Path, log_path: Path, disabled_extensions: Sequence[str] = ()
+) -> LabServer:
     settings = home / "settings"
     for rel, content in LAB_SETTINGS.items():
         path = settings / rel
@@ -172,6 +198,7 @@ def _start_lab(root: Path, home: Path, log_path: Path) -> LabServer:
         IPYTHONDIR=str(home / "ipython"),
         PYTHONUNBUFFERED="1",
     )
+    _disable_lab_extensions(disabled_extensions, env, log_path)
     token = secrets.token_hex(16)
     for _attempt in range(3):  # another process may grab the free port before the server does
         port = _free_port()
@@ -192,6 +219,10 @@ def _start_lab(root: Path, home: Path, log_path: Path) -> LabServer:
             "--LabApp.news_url=None",
             "--LabApp.extension_manager=readonly",  # the default one queries PyPI
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            # The same for Notebook 7's pages (/notebooks/<path>), served by the same server.
+            "--JupyterNotebookApp.expose_app_in_browser=True",
+            f"--JupyterNotebookApp.user_settings_dir={settings}",
+            f"--JupyterNotebookApp.workspaces_dir={home / 'workspaces'}",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")
@@ -323,6 +354,24 @@ def lab_server(tmp_path_factory, artifacts_dir) -> Iterator[LabServer]:
         _stop_lab(server)
 
 
+@pytest.fixture(scope="session")
+def lab_server_without_anywidget(
+    lab_server, tmp_path_factory, artifacts_dir
+) -> Iterator[LabServer]:
+    """A JupyterLab server whose front end has no anywidget: its lab extension is disabled.
+
+    It stands for a front end that cannot draw anywidgets. It shares `lab_server`'s root folder,
+    so `lab_dir` serves both; its settings, config and kernels are its own.
+    """
+    home = tmp_path_factory.mktemp("lab-home-without-anywidget")
+    log_path = artifacts_dir / "jupyterlab-without-anywidget.log"
+    server = _start_lab(lab_server.root_dir, home, log_path, disabled_extensions=["anywidget"])
+    try:
+        yield server
+    finally:
+        _stop_lab(server)
+
+
 @pytest.fixture
 def lab_dir(lab_server, request) -> Path:
     """A fresh folder inside the lab root, named after the test."""
@@ -349,14 +398,14 @@ const panel = (path) => {
 };
 """
 
-_KERNEL_IDLE = (
-    "(path) => {"
+_KERNEL_STATUS = (
+    "({path, states}) => {"
     + _PANEL
     + """
   const w = panel(path);
   const kernel = w && w.sessionContext.session && w.sessionContext.session.kernel;
   return !!(kernel && kernel.connectionStatus === 'connected' &&
-            w.sessionContext.kernelDisplayStatus === 'idle');
+            (!states || states.includes(w.sessionContext.kernelDisplayStatus)));
 }"""
 )
 
@@ -399,6 +448,30 @@ _CELLS = (
 }"""
 )
 
+# What a clean cell never shows: an error, text on stderr, or a traceback in any output.
+_OUTPUT_PROBLEMS = (
+    "(path) => {"
+    + _PANEL
+    + """
+  const cells = panel(path).content.model.cells, problems = [];
+  for (let i = 0; i < cells.length; i++) {
+    const cell = cells.get(i);
+    if (cell.type !== 'code') continue;
+    for (const o of cell.outputs.toJSON()) {
+      const text = o.output_type === 'stream' ? [].concat(o.text).join('')
+                                              : JSON.stringify(o.data || {});
+      if (o.output_type === 'error') problems.push(`cell ${i}: ${o.ename}: ${o.evalue}`);
+      else if (o.name === 'stderr') problems.push(`cell ${i}: stderr: ${text.slice(0, 500)}`);
+      else if (text.includes('Traceback')) problems.push(`cell ${i}: ${text.slice(0, 500)}`);
+    }
+  }
+  return problems;
+}"""
+)
+
+_CHANGE_THEME = """(theme) => {
+  window.jupyterapp.commands.execute('apputils:change-theme', {theme});
+}"""
 
 _DIAGNOSE = (
     "(path) => {"
@@ -432,18 +505,21 @@ class LabNotebook:
         self.page = page
         self.path = path
         self.console: list[str] = []
-        self._server = server
+        self.server = server
         self._artifacts = artifacts
         self._prefix = prefix
+        self.theme_changed = False
         page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
         page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
 
-    def _wait(self, script: str, what: str, timeout: float) -> None:
-        """Poll `script(path)` in the page until truthy; on timeout fail with what Lab shows."""
+    def _wait(self, script: str, what: str, timeout: float, arg: Any = None) -> None:
+        """Poll `script(arg or path)` in the page until truthy; on timeout fail with what Lab
+        shows."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+        arg = self.path if arg is None else arg
         try:
-            self.page.wait_for_function(script, arg=self.path, timeout=timeout * 1000, polling=100)
+            self.page.wait_for_function(script, arg=arg, timeout=timeout * 1000, polling=100)
         except PlaywrightTimeout:
             try:
                 state = self.page.evaluate(_DIAGNOSE, self.path)
@@ -452,12 +528,45 @@ class LabNotebook:
             raise AssertionError(
                 f"{what} not within {timeout:.0f} s for {self.path}\n"
                 f"lab state: {state}\nbrowser console (last 10): {self.console[-10:]}\n"
-                f"server log {self._server.log_path} (tail):\n{self._server.log_tail(15)}"
+                f"server log {self.server.log_path} (tail):\n{self.server.log_tail(15)}"
             ) from None
 
     def wait_for_idle_kernel(self, timeout: float = KERNEL_IDLE_TIMEOUT) -> None:
         """Wait until the notebook's kernel is connected and idle."""
-        self._wait(_KERNEL_IDLE, "a connected, idle kernel", timeout)
+        self.wait_for_kernel(("idle",), timeout)
+
+    def wait_for_kernel(
+        self, states: Sequence[str] | None = None, timeout: float = KERNEL_IDLE_TIMEOUT
+    ) -> None:
+        """Wait until the notebook's kernel is connected and, if `states` are given, in one of
+        them (as the notebook's toolbar shows it: "idle", "busy", "unknown", ...)."""
+        arg = {"path": self.path, "states": None if states is None else list(states)}
+        what = "a connected kernel" + (f" ({' or '.join(states)})" if states else "")
+        self._wait(_KERNEL_STATUS, what, timeout, arg)
+
+    def reload(self) -> None:
+        """Reload the page, as a user pressing F5 does, and wait until the notebook is back and
+        connected to its kernel again. A kernel busy with a cell shows as "unknown" then,
+        until the cell ends: the new connection has not seen its status yet."""
+        self.page.reload()
+        self.wait_for_kernel()
+
+    def output_problems(self) -> list[str]:
+        """Every error, stderr text and traceback in the notebook's cell outputs, one line each
+        ("cell <index>: ..."); empty for a clean notebook."""
+        return self.page.evaluate(_OUTPUT_PROBLEMS, self.path)
+
+    def change_theme(self, theme: str) -> None:
+        """Switch the front end's theme ("JupyterLab Dark", "JupyterLab Light") and wait until
+        the page shows it. The choice is saved in the server's user settings: the fixture
+        switches back to the light theme when the test ends."""
+        self.theme_changed = True
+        self.page.evaluate(_CHANGE_THEME, theme)
+        self.page.wait_for_function(  # Lab's splash covers the page while the theme loads
+            "(theme) => document.body.dataset.jpThemeName === theme &&"
+            " !document.getElementById('jupyterlab-splash')",
+            arg=theme,
+        )
 
     def run_all(self) -> None:
         """Start "Run All Cells" and return at once, while the cells run."""
@@ -507,8 +616,8 @@ class LabNotebook:
         The notebook scrolls inside its own panel (a full-page shot shows only the viewport),
         so pass `scroll_to` to bring an element into view first.
         """
-        if scroll_to is not None:
-            scroll_to.scroll_into_view_if_needed()
+        if scroll_to is not None:  # by script: a live element is seldom "stable" for Playwright
+            scroll_to.evaluate("el => el.scrollIntoView({block: 'nearest'})")
         path = self._artifacts / f"{self._prefix}-{name}.png"
         self.page.screenshot(path=str(path))
         return path
@@ -519,32 +628,44 @@ class LabNotebook:
         return path
 
 
+APPS = {"lab": "JupyterLab", "notebook": "Notebook 7"}
+
+
 @pytest.fixture
 def open_notebook(
     browser, lab_server, artifacts_dir, request
-) -> Iterator[Callable[[str | Path], LabNotebook]]:
-    """Factory: `open_notebook(path)` opens a notebook (absolute or relative to the lab root).
+) -> Iterator[Callable[..., LabNotebook]]:
+    """Factory: `open_notebook(path, app="lab", server=lab_server)` opens a notebook (its path
+    absolute or relative to the lab root) in JupyterLab (`app="lab"`) or in Notebook 7
+    (`app="notebook"`, the page /notebooks/<path> of the same server).
 
-    Each notebook gets its own browser context and Lab workspace, so nothing carries over
-    between tests. Returns a `LabNotebook`; call `wait_for_idle_kernel()` before running cells.
-    At teardown, a failed test leaves a screenshot and the browser console in `artifacts_dir`;
-    pages are closed and all kernels shut down.
+    Each notebook gets its own browser context (and in JupyterLab its own workspace), so nothing
+    carries over between tests. Returns a `LabNotebook`; call `wait_for_idle_kernel()` before
+    running cells. At teardown, a failed test leaves a screenshot and the browser console in
+    `artifacts_dir`; a changed theme is switched back to the light one (it is saved in the
+    server's settings); pages are closed and all kernels shut down.
     """
     prefix = re.sub(r"[^\w.-]+", "_", request.node.name)[:80]
     opened: list[tuple[Any, LabNotebook]] = []
 
-    def open_(path: str | Path) -> LabNotebook:
+    def open_(path: str | Path, app: str = "lab", server: LabServer | None = None) -> LabNotebook:
+        if app not in APPS:
+            raise ValueError(f"app={app!r}: use one of {', '.join(APPS)}")
+        server = server or lab_server
         path = Path(path)
         if path.is_absolute():
-            path = path.resolve().relative_to(lab_server.root_dir.resolve())
+            path = path.resolve().relative_to(server.root_dir.resolve())
         rel = path.as_posix()
         context = browser.new_context(viewport={"width": 1280, "height": 1000})
         context.set_default_timeout(ACTION_TIMEOUT_MS)
         page = context.new_page()
-        notebook = LabNotebook(page, rel, lab_server, artifacts_dir, f"{prefix}-{len(opened)}")
+        notebook = LabNotebook(page, rel, server, artifacts_dir, f"{prefix}-{len(opened)}")
         opened.append((context, notebook))
-        workspace = f"{prefix}-{len(opened)}-{secrets.token_hex(4)}"
-        page.goto(lab_server.url(f"lab/workspaces/{workspace}/tree/{urllib.parse.quote(rel)}"))
+        if app == "lab":
+            workspace = f"{prefix}-{len(opened)}-{secrets.token_hex(4)}"
+            page.goto(server.url(f"lab/workspaces/{workspace}/tree/{urllib.parse.quote(rel)}"))
+        else:
+            page.goto(server.url(f"notebooks/{urllib.parse.quote(rel)}"))
         return notebook
 
     yield open_
@@ -559,7 +680,11 @@ def open_notebook(
                 except Exception as exc:  # the page may be what broke
                     notebook.console.append(f"(no failure screenshot: {exc})")
                 notebook.save_console()
+            if notebook.theme_changed:
+                with contextlib.suppress(Exception):  # the page may be what broke
+                    notebook.change_theme("JupyterLab Light")
             context.close()
     finally:
-        with contextlib.suppress(OSError, ValueError):  # URLError is an OSError
-            lab_server.shutdown_kernels()
+        for server in {id(nb.server): nb.server for _, nb in opened}.values() or [lab_server]:
+            with contextlib.suppress(OSError, ValueError):  # URLError is an OSError
+                server.shutdown_kernels()

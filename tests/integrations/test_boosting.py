@@ -42,6 +42,18 @@ def test_every_round_is_reported_under_the_name_picked(make_tuner, library):
     assert len(list(checkpoint.path.iterdir())) == 1, "the booster's own file"
 
 
+def test_a_summary_returned_after_the_training_ends_it_with_the_last_loss(make_tuner, library):
+    metrics = {"loss": VALIDATION_LOSS[library]}
+    tuner = boosting_tuner(make_tuner, library, metrics=metrics, summary=True)
+    tuner.run()
+    trial = tuner.get_trial(0)
+    assert trial.status is nt.TrialStatus.TERMINATED, trial.error
+    history = tuner.history()
+    last, summary = history.iloc[-2], history.iloc[-1]
+    assert summary["rounds_run"] == 12
+    assert summary["loss"] == last["loss"], "the summary carries the last reported loss"
+
+
 def test_by_default_every_result_is_reported_as_data_set_dash_metric(make_tuner, library):
     tuner = make_tuner(
         trainables.boosts,

@@ -271,6 +271,11 @@ def test_the_charts_follow_a_dark_or_light_theme_on_a_live_figure():
 )
 def test_every_chart_redraws_live_from_nothing_to_many_trials_in_either_theme(draw):
     figure = go.FigureWidget()
+    layouts = []
+    for trait, key in [("_py2js_update", "layout_data"), ("_py2js_relayout", "relayout_data")]:
+        figure.observe(
+            lambda change, key=key: layouts.append((change["new"] or {}).get(key) or {}), trait
+        )
     for count in [0, 1, 2, 5, 5, 12, 30]:
         trials, rows = run_of([[1.0 / (i + 1) + k for i in range(k % 4 + 1)] for k in range(count)])
         data = history_data(trials, rows, "loss", "min")
@@ -280,6 +285,9 @@ def test_every_chart_redraws_live_from_nothing_to_many_trials_in_either_theme(dr
         assert dark == (count % 2 == 1), "the theme follows each redraw"
     assert figure.data, "something is drawn"
     assert note(figure) is None, "no 'waiting for' note once there is data"
+    for layout in layouts:
+        both = {key for key in layout if any(k.startswith(f"{key}.") for k in layout)}
+        assert not both, f"plotly.js refuses a property and its parent in one message: {both}"
 
 
 def test_importance_waits_for_enough_trials_without_raising(blank):
