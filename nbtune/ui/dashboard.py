@@ -525,8 +525,8 @@ _STATUSES = ("running", "pending", "paused", "terminated", "error")
 
 
 def _import_plotly() -> None:
-    """Import plotly now, on the refresh thread, while the first trials start: it takes about
-    a second, which would otherwise delay the first chart.
+    """Import plotly and its FigureWidget now, on the refresh thread, while the first trials
+    start: it takes a second or more, which would otherwise delay the first chart.
 
     pandas comes first, by a plain import, which waits for another thread that may be
     importing it at the same moment (the kernel's, for a DataFrame): plotly looks pandas up in
@@ -535,6 +535,8 @@ def _import_plotly() -> None:
     redraw from another thread draws meanwhile."""
     import pandas  # noqa: F401
     import plotly.graph_objects  # noqa: F401
+
+    import nbtune.ui.live  # noqa: F401  (plotly's FigureWidget: a second or more)
 
 
 def _first_line(exc: Exception) -> str:
