@@ -94,7 +94,8 @@ def test_the_trials_pbt_replaces_are_the_scheduler_s_and_the_others_ran_to_their
     assert set(stopped_by(tuner).values()) == {"scheduler", None}
 
 
-def test_the_stop_criteria_are_told_apart_from_a_trial_s_own_end(make_tuner):
+def run_cut_at_five(make_tuner):
+    """A finished run of two trials of 3 and 9 steps under `stop={"training_iteration": 5}`."""
     tuner = make_tuner(
         trainables.count_up,
         {"steps": nt.grid([3, 9])},
@@ -103,6 +104,11 @@ def test_the_stop_criteria_are_told_apart_from_a_trial_s_own_end(make_tuner):
         executor=nt.ThreadExecutor(),
     )
     tuner.run()
+    return tuner
+
+
+def test_the_stop_criteria_are_told_apart_from_a_trial_s_own_end(make_tuner):
+    tuner = run_cut_at_five(make_tuner)
     assert stopped_by(tuner) == {0: None, 1: "stop criteria"}
     assert tuner.dataframe()["training_iteration"].tolist() == [3, 5]
 
@@ -235,14 +241,7 @@ def test_stop_all_cuts_running_and_suspended_trials_and_restore_keeps_it(
 
 
 def test_an_experiment_written_before_stopped_by_still_loads_and_restores(make_tuner):
-    tuner = make_tuner(
-        trainables.count_up,
-        {"steps": nt.grid([3, 9])},
-        metric="loss",
-        stop={"training_iteration": 5},
-        executor=nt.ThreadExecutor(),
-    )
-    tuner.run()
+    tuner = run_cut_at_five(make_tuner)
     journal, snapshot = tuner.path / "trials.jsonl", tuner.path / "trials.json"
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
     assert any(line["stopped_by"] == "stop criteria" for line in lines)

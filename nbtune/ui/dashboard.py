@@ -48,8 +48,9 @@ from nbtune.front_end import DashboardSource
 from nbtune.objectives import is_several, primary
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import log_scale_names
-from nbtune.ui.summary import SummarySlot, best_html, title_html
+from nbtune.ui.summary import SummarySlot, best_html, counts_html, title_html
 from nbtune.ui.table import (
+    STATUS_FILTERS,
     StaticTable,
     TableView,
     TrialTableWidget,
@@ -287,7 +288,7 @@ class Dashboard:
             self.progress.max = max(1, planned)
             self.progress.value = min(finished, self.progress.max)
             self.done.value = f"<b>{finished} / {planned}</b> trials done&nbsp;"
-            self.counts.value = _counts_html(page.counts) + self._checkpoints_on_disk(trials)
+            self.counts.value = counts_html(page.counts) + self._checkpoints_on_disk(trials)
             self.best.value = best_html(trials, self.source.metric, self.source.mode)
             self.controls.layout.display = "" if live else "none"
             state = page_state(page)
@@ -388,7 +389,7 @@ class Dashboard:
             self.view = self.view.sorted_by(content["key"])
         elif kind == "descending":
             self.view = self.view.sorted_by(self.view.sort)
-        elif kind == "filter" and content.get("status") in ("all", *_STATUSES):
+        elif kind == "filter" and content.get("status") in STATUS_FILTERS:
             self.view = self.view.filtered(content["status"])
         elif kind == "page" and content.get("step") in (-1, 1):
             self.view = self.view.turned(content["step"])
@@ -521,9 +522,6 @@ class Dashboard:
         return bundle
 
 
-_STATUSES = ("running", "pending", "paused", "terminated", "error")
-
-
 def _import_plotly() -> None:
     """Import plotly and its FigureWidget now, on the refresh thread, while the first trials
     start: it takes a second or more, which would otherwise delay the first chart.
@@ -549,16 +547,6 @@ def _first_line(exc: Exception) -> str:
 
 def _trial_id(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _counts_html(counts: Mapping[str, int]) -> str:
-    from nbtune.ui.table import badge
-
-    shown = " ".join(f"{badge(status)} {counts[status]}" for status in _ORDER if counts.get(status))
-    return shown or "no trials yet"
-
-
-_ORDER = ("PENDING", "RUNNING", "PAUSED", "TERMINATED", "ERROR")
 
 
 def _close_tree(widget: widgets.Widget) -> None:

@@ -40,13 +40,6 @@ from nbtune.ui.data import (
 )
 from nbtune.ui.ticks import NUMBER_FORMAT, format_number, integer_ticks, log_ticks, nice_ticks
 
-STATUS_COLORS = {
-    "PENDING": "#9e9e9e",
-    "RUNNING": "#1f77b4",
-    "PAUSED": "#ff9f1c",
-    "TERMINATED": "#2ca02c",
-    "ERROR": "#d62728",
-}
 FAINT_COLOR = "rgba(140, 140, 140, 0.35)"
 """The curves that are not among the best ten, when there are more than ten."""
 LINE_DASH = {"paused": "dash", "stopped": "dot"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nbtune.front_end import DashboardSource
@@ -19,7 +19,7 @@ from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import history_data
 from nbtune.ui.static import learning_curves_svg
-from nbtune.ui.table import badge, short
+from nbtune.ui.table import badge, short, status_counts
 
 logger = logging.getLogger("nbtune")
 
@@ -29,11 +29,13 @@ def title_html(name: str, state: str, elapsed_s: float | None = None) -> str:
     return f"<b>nbtune · {html.escape(name)}</b> — {state}{elapsed}"
 
 
-def counts_html(trials: Sequence[Trial]) -> str:
-    counts = {status: 0 for status in TrialStatus}
-    for trial in trials:
-        counts[trial.status] += 1
-    shown = " ".join(f"{badge(s.value)} {n}" for s, n in counts.items() if n)
+def counts_html(counts: Mapping[str, int]) -> str:
+    """Trial counts by status (`status_counts`), as badges in the order of a trial's life."""
+    shown = " ".join(
+        f"{badge(status.value)} {counts[status.value]}"
+        for status in TrialStatus
+        if counts.get(status.value)
+    )
     return shown or "no trials yet"
 
 
@@ -73,7 +75,7 @@ def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
         frame = frame.sort_values(f"best_{source.metric}", ascending=source.mode == "min")
     parts = [
         title_html(source.name, state),
-        counts_html(trials),
+        counts_html(status_counts(trials)),
         best_html(trials, source.metric, source.mode),
         _curves_svg(trials, rows, source.metric, source.mode),
         frame.head(top).to_html(index=False, na_rep="", float_format=_four_digits),

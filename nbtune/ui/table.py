@@ -145,14 +145,20 @@ def table_page(
     pages = max(1, math.ceil(len(chosen) / view.page_size))
     page = min(max(0, view.page), pages - 1)
     shown = chosen[page * view.page_size : (page + 1) * view.page_size]
-    counts: dict[str, int] = {}
-    for trial in trials:
-        counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
+    counts = status_counts(trials)
     unstarted = 0 if planned is None else max(0, planned - len(trials))
     if unstarted:
         counts["PENDING"] = counts.get("PENDING", 0) + unstarted
     rows = tuple(_row(trial, row, columns, live) for trial, row in shown)
     return TablePage(tuple(columns), rows, page, pages, len(chosen), unstarted, counts)
+
+
+def status_counts(trials: Sequence[Trial]) -> dict[str, int]:
+    """How many trials are in each status, by its name."""
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[trial.status.value] = counts.get(trial.status.value, 0) + 1
+    return counts
 
 
 def _columns(trials: Sequence[Trial], metric: str | None) -> list[Column]:

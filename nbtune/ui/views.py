@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
@@ -21,6 +23,8 @@ from nbtune.ui.table import badge, short
 
 OUTPUT_LINES = 200
 """Lines of a trial's output the per-trial view shows (its last ones)."""
+TAIL_BYTES = 64 * 1024
+"""How much of the end of a trial's output the per-trial view reads."""
 STATIC_EVERY_S = 1.0
 """How often a static chart is drawn again (the whole figure is sent, if it changed)."""
 STATIC_WEBGL_EVERY_S = 5.0
@@ -249,9 +253,13 @@ def _pairs_table(title: str, values: Mapping[str, Any]) -> str:
     return f"<b>{html.escape(title)}</b><table>{cells}</table>"
 
 
-def _tail(path, lines: int) -> str:
+def _tail(path: Path, lines: int) -> str:
+    """The last `lines` lines of a file, read from its end: the view is redrawn ten times a
+    second and a trial's output may be long."""
     try:
-        text = path.read_text(errors="replace")
+        with path.open("rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - TAIL_BYTES))
+            text = file.read().decode(errors="replace")
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])

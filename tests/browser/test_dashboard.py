@@ -7,26 +7,15 @@ served on a kernel subshell.
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
+from waiting import eventually
 
 import nbtune as nt
 
 pytestmark = pytest.mark.browser
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "live_dashboard.ipynb"
-
-
-def eventually(check, what: str, timeout: float = 30):
-    """Poll `check()` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what} within {timeout} s"
-        time.sleep(0.1)
 
 
 def trial_status(run: Path, trial_id: int) -> str | None:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
+from waiting import eventually
 
 pytestmark = pytest.mark.browser
 
@@ -99,23 +99,6 @@ def write_live_notebook(folder: Path, wait: bool = True) -> Path:
     )
     nbformat.write(notebook, path)
     return path
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    """Poll `check()` until it returns something truthy; fail after `timeout` seconds.
-
-    A check that comes back truthy only after the deadline fails too: a page too busy to
-    answer (each check runs in it) does not pass for one that answered in time.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        late = time.monotonic() > deadline
-        if result and not late:
-            return result
-        if late:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.1)
 
 
 def is_light(color: str) -> bool:

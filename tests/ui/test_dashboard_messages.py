@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from waiting import eventually
 
 import nbtune as nt
 from nbtune.events import TrialPaused, TrialResult
@@ -14,15 +15,6 @@ from nbtune.ui import dashboard as dashboard_module
 from nbtune.ui import figures
 
 SPACE = {"lr": nt.loguniform(1e-4, 1e-1), "width": nt.uniform(0, 1), "kind": nt.choice(["a", "b"])}
-
-
-def eventually(check, what, timeout=30.0):
-    """Wait until `check()` is true, checking every 20 ms (a condition the dashboard's own
-    thread makes true); fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what} within {timeout} s"
-        time.sleep(0.02)
 
 
 @pytest.fixture
