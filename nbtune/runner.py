@@ -261,6 +261,7 @@ class TrialRunner:
         try:
             self.executor.open(self.trainable, self.max_concurrent)
             try:
+                self._plan()
                 self._loop()
             finally:
                 self.executor.close()
@@ -270,6 +271,17 @@ class TrialRunner:
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
             self._finish()
+
+    def extend(self, num_samples: int) -> None:
+        """Let the searcher suggest `num_samples` more trials, and tell the scheduler."""
+        self.searcher.extend(num_samples)
+        self._plan()
+
+    def _plan(self) -> None:
+        """Tell the scheduler how many trials the run plans, unless a time budget may end it
+        sooner."""
+        planned = self.searcher.planned_trials if self.time_budget_s is None else None
+        self.scheduler.plan(planned)
 
     def _loop(self) -> None:
         deadline = None if self.time_budget_s is None else time.monotonic() + self.time_budget_s

@@ -484,9 +484,7 @@ class Tuner(ResultsView):
         """Let the searcher suggest `num_samples` more configurations."""
         num_samples = _positive_int("num_samples", num_samples)
         runner = self._started_runner()
-        self._command(
-            "extend", lambda: runner.searcher.extend(num_samples), num_samples=num_samples
-        )
+        self._command("extend", lambda: runner.extend(num_samples), num_samples=num_samples)
 
     @property
     def status(self) -> TunerStatus:

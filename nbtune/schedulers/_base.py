@@ -138,6 +138,11 @@ class Scheduler:
         self.metric = single(metric)
         self.mode = mode if isinstance(mode, str) else "min"
 
+    def plan(self, trials: int | None) -> None:
+        """Learn how many trials the run plans in all (None: not known, or a `time_budget_s`
+        may end the run before); the runner calls this as the run starts and after `extend`.
+        """
+
     def check_result(self, result: Mapping[str, Any]) -> str | None:
         """Why `result` cannot be compared by this scheduler (it lacks the scheduler's own
         metric, or holds no number there), in one line; None if it can."""

@@ -8,6 +8,7 @@ import pytest
 import trainables
 
 import nbtune as nt
+from nbtune.events import TrialResult
 from nbtune.schedulers.asha import bracket_shares, milestones
 
 # Trials run one at a time in grid order, so each meets exactly the peers that came before.
@@ -60,6 +61,67 @@ def test_with_a_bootstrap_count_no_trial_goes_on_unjudged(make_tuner):
     frame = tuner.dataframe().set_index("trial_id")
     assert frame["training_iteration"].to_dict() == BOOTSTRAPPED_LAST_STEP
     assert asha.promoted() == [[0, 1, 2, 3, 4, 5, 6], [3, 5]]
+
+
+# By default ASHA bootstraps a rung that the run's planned trials will crowd: 4 samples of the
+# 7-point grid plan 28 trials, all expected at rung 1 (28 >= 27: the first two cut there, then
+# as with bootstrap_count=2) and a third of them at rung 3 (9: the first arrival goes on).
+#   rung 1: q=5, q=3 cut; q=6 n=3 cut; q=1 n=4 best; q=4 cut; q=2 second of 2; q=2.5 cut
+#   rung 3: q=1 first, goes on; q=2 n=2 not best: cut
+CROWDED_LAST_STEP = {0: 1, 1: 1, 2: 1, 3: 9, 4: 1, 5: 3, 6: 1}
+
+
+def test_by_default_the_rungs_a_big_run_crowds_judge_every_arrival(make_tuner):
+    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
+    tuner = make_tuner(
+        trainables.learning_curve,
+        {"q": nt.grid(QUALITIES), "max_t": 20},
+        metric="loss",
+        num_samples=4,
+        scheduler=asha,
+        max_concurrent=1,
+    )
+    tuner.run()
+
+    assert [asha.bootstrap_at(0, rung) for rung in range(2)] == [2, 0]
+    last_step = tuner.dataframe().set_index("trial_id")["training_iteration"].to_dict()
+    assert {i: last_step[i] for i in range(7)} == CROWDED_LAST_STEP
+
+
+def test_a_time_budget_or_an_explicit_count_turns_the_automatic_bootstrap_off():
+    automatic, never = nt.ASHA(max_t=27), nt.ASHA(max_t=27, bootstrap_count=0)
+    for asha in (automatic, never):
+        asha.setup("loss", "min")
+        asha.plan(1000)
+    assert [automatic.bootstrap_at(0, rung) for rung in range(3)] == [2, 2, 2]
+    assert [never.bootstrap_at(0, rung) for rung in range(3)] == [0, 0, 0]
+    automatic.plan(None)  # what the runner says when a time budget may end the run
+    assert [automatic.bootstrap_at(0, rung) for rung in range(3)] == [0, 0, 0]
+    four = nt.ASHA(max_t=64, reduction_factor=4, brackets=2)
+    four.plan(200)  # the brackets get 2/3 and 1/3 of the trials: 133 and 67 at their first rungs
+    assert [four.bootstrap_at(0, rung) for rung in range(3)] == [3, 3, 0]
+    assert [four.bootstrap_at(1, rung) for rung in range(2)] == [3, 0]
+
+
+def test_the_runner_tells_asha_its_plan_as_the_run_starts_and_after_extend(make_tuner, log):
+    asha = nt.ASHA(max_t=1000)
+    tuner = make_tuner(
+        trainables.forever,
+        {"lr": nt.uniform(0, 1)},
+        metric="loss",
+        num_samples=1,
+        scheduler=asha,
+        max_concurrent=1,
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.subscribe(log)
+    tuner.start()
+    log.wait_for(lambda event: isinstance(event, TrialResult))
+    assert asha.bootstrap_at(0, 0) == 0, "1 trial planned"
+    tuner.extend(40)
+    assert asha.bootstrap_at(0, 0) == 2, "41 planned: rung 1 is crowded"
+    tuner.stop()
+    assert tuner.wait(30)
 
 
 def test_an_asha_saved_before_bootstrap_count_existed_lets_the_first_arrival_on():
@@ -120,8 +182,8 @@ def test_ties_go_the_newcomers_way_and_rungs_follow_the_reduction_factor():
         ({"max_t": 9, "grace_period": 10}, r"grace_period=10\): must not exceed max_t=9"),
         ({"max_t": 9, "reduction_factor": 1}, r"reduction_factor=1\): pass a number above 1"),
         ({"max_t": 9, "brackets": 1.5}, r"brackets=1.5\): pass a positive integer"),
-        ({"max_t": 9, "bootstrap_count": -1}, r"bootstrap_count=-1\): pass an integer >= 0"),
-        ({"max_t": 9, "bootstrap_count": 2.0}, r"bootstrap_count=2.0\): pass an integer >= 0"),
+        ({"max_t": 9, "bootstrap_count": -1}, r"bootstrap_count=-1\): pass an integer >= 0, or"),
+        ({"max_t": 9, "bootstrap_count": 2.0}, r"bootstrap_count=2.0\): pass an integer >= 0, or"),
     ],
 )
 def test_bad_arguments_get_one_line_errors(arguments, message):
