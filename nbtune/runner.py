@@ -631,7 +631,6 @@ class TrialRunner:
         if pending is None and verdict is Decision.STOP:
             if self.scheduler.at_budget_end(row):
                 return _stop(live, None)
-            self.searcher.on_pruned(trial.trial_id)
             return _stop(live, "scheduler")
         return pending or verdict
 
@@ -856,6 +855,8 @@ class TrialRunner:
         last = trial.last_result or None
         if status is TrialStatus.TERMINATED:
             self.scheduler.on_trial_complete(trial)
+            if trial.cut_short:
+                self.searcher.on_pruned(trial.trial_id)
             self.searcher.on_complete(trial.trial_id, last, error=False)
             self.bus.publish(TrialCompleted(trial.trial_id))
             self._apply_scheduler_requests()

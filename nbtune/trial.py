@@ -148,6 +148,12 @@ class Trial:
         return self.checkpoint is not None
 
     @property
+    def cut_short(self) -> bool:
+        """Whether something ended the trial before it ran to its own end or met the stop
+        criteria (see `STOPPED_BY`): its last result is an early one."""
+        return self.stopped_by is not None and self.stopped_by != "stop criteria"
+
+    @property
     def waits_by(self) -> str:
         """How the trial waits once it has no worker: from its checkpoint ("checkpoint"), or
         to start from scratch ("queue")."""

@@ -279,3 +279,9 @@ def test_a_field_of_a_newer_nbtune_is_left_out(make_tuner):
 
 def test_every_value_is_documented():
     assert set(STOPPED_BY) == {"user", "scheduler", "stop criteria", "time budget", "fail fast"}
+
+
+def test_every_stop_but_the_stop_criteria_cuts_a_trial_short():
+    cut = {value for value in STOPPED_BY if nt.Trial(0, {}, stopped_by=value).cut_short}
+    assert cut == set(STOPPED_BY) - {"stop criteria"}
+    assert not nt.Trial(0, {}).cut_short, "a trial that ran to its own end"

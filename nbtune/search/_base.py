@@ -69,8 +69,10 @@ class Searcher:
         """`trial_id` ended; `result` is its last result (None if it reported nothing)."""
 
     def on_pruned(self, trial_id: int) -> None:
-        """The scheduler stopped `trial_id` early, a worse trial than its peers at the same
-        point; its `on_complete` follows (Optuna tells such a trial as PRUNED)."""
+        """`trial_id` was cut short (`Trial.cut_short`): the scheduler stopped it as worse than
+        its peers, or the user, the time budget or fail_fast stopped it, so its last result is
+        an early one. Its `on_complete` follows at once (Optuna tells such a trial as PRUNED).
+        """
 
     def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
         """Suggest these configurations before any other (`Tuner(points_to_evaluate=...)`); they

@@ -49,11 +49,13 @@ class OptunaSearch(Searcher):
     """Suggests configurations with an Optuna sampler, learning from every finished trial.
 
     Each trial's value is the metric of its last result, as Ray Tune's OptunaSearch tells
-    it: what the configuration reached where it ended. For a trial stopped early by a
-    scheduler that is the honest figure; its best value along the way would flatter noisy
-    curves. Intermediate results are reported to Optuna by `training_iteration`. A trial that
-    errors, reports nothing, or ends on a NaN or infinite value is told as failed, so the
-    sampler learns nothing from it.
+    it: what the configuration reached where it ended (its best value along the way would
+    flatter noisy curves). Intermediate results are reported to Optuna by
+    `training_iteration`. A trial cut short (stopped by the scheduler, the user, the time
+    budget or fail_fast: `Trial.cut_short`) is told as PRUNED, as Optuna's own pruners leave
+    one: TPE then weighs it by how far it got and its value there, below every trial that ran
+    to its end. A trial that errors, reports nothing, or ends on a NaN or infinite value is
+    told as failed, so the sampler learns nothing from it.
 
     With several metrics (`metric=["loss", "latency_ms"]`) the study is multi-objective: its
     sampler (TPE by default, as Optuna's; or `NSGAIISampler()`) learns each trial's last values
@@ -147,9 +149,8 @@ class OptunaSearch(Searcher):
             self._pruned.add(trial_id)
 
     def on_complete(self, trial_id: int, result: Mapping[str, Any] | None, error: bool) -> None:
-        """Tell the study how the trial ended: its last values, or PRUNED when the scheduler
-        stopped it early (as Optuna's own pruners do: TPE then weighs it by its last
-        intermediate value and how far it got), or FAIL."""
+        """Tell the study how the trial ended: its last values, or PRUNED when it was cut
+        short (`on_pruned`), or FAIL."""
         from optuna.trial import TrialState
 
         trial = self._running.pop(trial_id, None)
@@ -186,6 +187,8 @@ class OptunaSearch(Searcher):
                 self._readmit(trial)
             if trial.status.is_finished:
                 error = trial.status is TrialStatus.ERROR
+                if trial.cut_short:
+                    self.on_pruned(trial.trial_id)
                 self.on_complete(trial.trial_id, trial.last_result or None, error)
 
     def _readmit(self, trial: Trial) -> None:
@@ -225,21 +228,32 @@ class OptunaSearch(Searcher):
 
     def learn_from(self, trials: Sequence[Trial]) -> None:
         """Add the finished trials of an earlier run to the study (`study.add_trial`), with
-        their last values; those whose values or parameters do not fit are left out."""
+        their last values, those cut short as PRUNED at their last iteration; those whose
+        values or parameters do not fit are left out, and cut-short ones of several metrics
+        (Optuna keeps no intermediate values for them)."""
         optuna = _import_optuna()
         for trial in trials:
             values = objectives.values(trial.last_result or {}, self.metric)
             if trial.status is not TrialStatus.TERMINATED or values is None:
                 continue
+            outcome = self._outcome(trial, values)
             found = self._evaluated(trial.config)
-            if found is None:
+            if outcome is None or found is None:
                 continue
             params, distributions = found
             self.study.add_trial(
-                optuna.trial.create_trial(
-                    params=params, distributions=distributions, values=list(values)
-                )
+                optuna.trial.create_trial(params=params, distributions=distributions, **outcome)
             )
+
+    def _outcome(self, trial: Trial, values: Sequence[float]) -> dict[str, Any] | None:
+        """How a finished trial of another run is told: `create_trial`'s arguments."""
+        if not trial.cut_short:
+            return {"values": list(values)}
+        if objectives.is_several(self.metric):
+            return None
+        from optuna.trial import TrialState
+
+        return {"state": TrialState.PRUNED, "intermediate_values": {trial.iteration: values[0]}}
 
     def _evaluated(self, config: Mapping[str, Any]) -> tuple[dict, dict] | None:
         """The Optuna parameters and distributions of a configuration run elsewhere."""

@@ -8,10 +8,12 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import threading
 
 import cloudpickle
 import pytest
 import trainables
+from test_control import result_of
 
 import nbtune as nt
 from nbtune import registry
@@ -254,10 +256,15 @@ def test_a_real_run_is_stopped_with_a_paused_trial_and_restored(make_tuner, stop
     assert frame.index.tolist() == [0, 1, 2, 3], "the budget is not exceeded"
     assert (frame["status"] == "TERMINATED").all()
     told = {t.user_attrs["nbtune_trial_id"]: t for t in again.searcher.study.trials}
+    cut_short = frame["stopped_by"].notna()  # those running when the run was stopped
     for trial_id, row in frame.iterrows():
+        assert told[trial_id].params["lr"] == row["config/lr"]
+        if cut_short[trial_id]:
+            assert told[trial_id].state is TrialState.PRUNED
+            assert told[trial_id].intermediate_values[row["training_iteration"]] == row["loss"]
+            continue
         assert told[trial_id].state is TrialState.COMPLETE
         assert told[trial_id].value == row["loss"], "the last result's metric is told"
-        assert told[trial_id].params["lr"] == row["config/lr"]
 
 
 def test_ray_tune_s_quantised_and_log_integer_domains_map_to_optuna_s_steps_and_logs():
@@ -309,3 +316,44 @@ def test_trials_the_scheduler_stopped_early_are_pruned_in_the_study(make_tuner):
     }
     assert any(n < 9 for n in iterations.values()), "ASHA stopped some trials early"
     assert all(t.intermediate_values for t in by_id.values())
+
+
+def test_a_trial_the_user_stops_is_pruned_and_one_that_meets_the_stop_criteria_completes(
+    make_tuner, log
+):
+    gate = threading.Event()
+
+    def train(config):
+        step = 0
+        while True:
+            step += 1
+            nt.report(loss=config["x"] / step)
+            if step == 2:
+                gate.wait()  # both trials wait here while the test stops trial 0
+
+    searcher = OptunaSearch()
+    tuner = make_tuner(
+        train,
+        {"x": nt.uniform(1, 2)},
+        metric="loss",
+        num_samples=2,
+        searcher=searcher,
+        stop={"training_iteration": 4},
+        callbacks=[log],
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.start()
+    for trial_id in (0, 1):
+        log.wait_for(result_of(trial_id, 2))
+    tuner.stop(0)
+    gate.set()
+    assert tuner.wait(30)
+    assert [trial.stopped_by for trial in tuner.trials] == ["user", "stop criteria"]
+    told = {t.user_attrs["nbtune_trial_id"]: t for t in searcher.study.trials}
+    assert told[0].state is TrialState.PRUNED
+    x = tuner.get_trial(0).config["x"]
+    assert told[0].intermediate_values == pytest.approx({1: x, 2: x / 2, 3: x / 3}), (
+        "stopped at its first report after the gate opened"
+    )
+    assert told[1].state is TrialState.COMPLETE
+    assert told[1].value == pytest.approx(tuner.get_trial(1).config["x"] / 4)

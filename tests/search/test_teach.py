@@ -8,6 +8,7 @@ import re
 
 import pytest
 import trainables
+from optuna.trial import TrialState
 from test_control import result_of
 
 import nbtune as nt
@@ -223,3 +224,35 @@ def test_a_restored_optuna_search_keeps_its_points_and_the_earlier_trials(make_t
     assert len(tried) == 6
     study = [trial.params["x"] for trial in searcher.study.trials]
     assert study == list(range(7)) + tried, "the earlier trials stay in the study, first"
+
+
+def test_a_warm_start_tells_the_earlier_trials_asha_cut_short_as_pruned(make_tuner):
+    space = {"q": nt.uniform(1, 6), "max_t": 20}
+
+    def tuner_of(name, searcher, **options):
+        return make_tuner(
+            trainables.learning_curve,
+            space,
+            metric="loss",
+            name=name,
+            searcher=searcher,
+            max_concurrent=1,
+            executor=nt.ThreadExecutor(),
+            **options,
+        )
+
+    earlier = tuner_of("cut", nt.RandomSearch(), num_samples=12, scheduler=nt.ASHA(max_t=9))
+    earlier.run()
+    searcher = nt.OptunaSearch()
+    tuner_of("taught", searcher, num_samples=1, warm_start=earlier.path).run()
+    told = searcher.study.trials[:12]
+    assert [t.params["q"] for t in told] == [trial.config["q"] for trial in earlier.trials]
+    assert any(trial.cut_short for trial in earlier.trials), "ASHA cut some"
+    for trial, study_trial in zip(earlier.trials, told, strict=True):
+        if trial.cut_short:
+            assert study_trial.state is TrialState.PRUNED
+            loss = trial.last_result["loss"]
+            assert study_trial.intermediate_values == {trial.iteration: loss}
+        else:
+            assert study_trial.state is TrialState.COMPLETE
+            assert study_trial.value == trial.last_result["loss"]
