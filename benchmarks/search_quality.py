@@ -280,7 +280,9 @@ METHODS: dict[str, Callable[[Problem, int], list[Mapping[str, Any]]]] = {
 
 
 def standard_error(scores: list[float]) -> float:
-    """The standard error of the mean of `scores` (0 for a single one)."""
+    """The standard error of the mean of `scores` (0 for a single one; inf if one is)."""
+    if not all(math.isfinite(score) for score in scores):
+        return math.inf
     if len(scores) < 2:
         return 0.0
     return statistics.stdev(scores) / math.sqrt(len(scores))
@@ -298,7 +300,8 @@ def main(argv: list[str] | None = None) -> None:
     chosen = [p for p in problems(args.quick) if not args.problem or p.name in args.problem]
     for problem in chosen:
         for method, run in METHODS.items():
-            scores = [score(problem, run(problem, seed)) for seed in seeds]
+            found = [run(problem, seed) for seed in seeds]
+            scores = [score(problem, configs) for configs in found]
             print(
                 json.dumps(
                     {
@@ -308,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
                         "mean": round(statistics.mean(scores), 5),
                         "standard_error": round(standard_error(scores), 5),
                         "seeds": [round(value, 5) for value in scores],
+                        "seeds_with_none_in_full": sum(not configs for configs in found),
                         "first_seed": args.first_seed,
                         "budget_iterations": problem.budget,
                         "max_t": MAX_T,
