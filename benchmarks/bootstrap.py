@@ -45,7 +45,7 @@ def run_in_full(reduction_factor: float, max_t: int, planned: int, rule, seed: i
         bootstrap_count=every if rule == "every" else rule,
     )
     asha.setup("loss", "min")
-    asha.plan(planned)
+    asha.plan(planned, model_based=True)
     rng = random.Random(seed)
     rungs = milestones(1, reduction_factor, max_t)
     full = 0

@@ -278,10 +278,10 @@ class TrialRunner:
         self._plan()
 
     def _plan(self) -> None:
-        """Tell the scheduler how many trials the run plans, unless a time budget may end it
-        sooner."""
+        """Tell the scheduler how many trials the run plans (unless a time budget may end it
+        sooner), and whether its searcher learns from them."""
         planned = self.searcher.planned_trials if self.time_budget_s is None else None
-        self.scheduler.plan(planned)
+        self.scheduler.plan(planned, model_based=self.searcher.learns)
 
     def _loop(self) -> None:
         deadline = None if self.time_budget_s is None else time.monotonic() + self.time_budget_s

@@ -105,10 +105,8 @@ def test_launch_starts_the_run_in_the_background_and_binds_the_tuner(kernel):
 
 
 def test_launch_with_asha_by_name_cuts_weak_trials_at_its_rungs(kernel):
-    # 10 samples of a 2-point grid: too few trials for ASHA to bootstrap its rungs, so the
-    # first trial to reach a rung goes on and only the worse lr is cut.
     cell = kernel.run(
-        "%tune train --space space --samples 10 --metric loss --mode min --scheduler asha "
+        "%tune train --space space --samples 20 --metric loss --mode min --scheduler asha "
         "--concurrency 2 --name sweep --as t"
     )
     assert cell.ok, cell.stderr

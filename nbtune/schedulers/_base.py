@@ -138,9 +138,10 @@ class Scheduler:
         self.metric = single(metric)
         self.mode = mode if isinstance(mode, str) else "min"
 
-    def plan(self, trials: int | None) -> None:
+    def plan(self, trials: int | None, *, model_based: bool = False) -> None:
         """Learn how many trials the run plans in all (None: not known, or a `time_budget_s`
-        may end the run before); the runner calls this as the run starts and after `extend`.
+        may end the run before), and whether a model-based searcher learns from them
+        (`Searcher.learns`); the runner calls this as the run starts and after `extend`.
         """
 
     def check_result(self, result: Mapping[str, Any]) -> str | None:

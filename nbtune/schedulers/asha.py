@@ -10,7 +10,8 @@ it, which lets more of the first arrivals through.) Nobody waits, so workers nev
 price is that early arrivals at a rung are judged against fewer peers, and the first one
 against none. `bootstrap_count` (as Optuna's pruner has it) judges every trial against peers,
 at the price of the first arrivals at each rung, which it stops: by default ASHA does so at the
-rungs that the run's planned trials will crowd (see `AUTO_BOOTSTRAP_ARRIVALS`).
+rungs that the run's planned trials will crowd when a model-based searcher learns from them
+(see `AUTO_BOOTSTRAP_ARRIVALS`).
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ class ASHA(Scheduler):
             stopped ones, then models it alone and searches near it. With
             `reduction_factor - 1`, no trial goes on unless it is the best of at least
             `reduction_factor`, and the first arrivals stop, however good. The default, None,
-            chooses per rung: `ceil(reduction_factor) - 1` at a rung that the run's planned
+            chooses per rung when a model-based searcher learns from the trials
+            (`OptunaSearch`): `ceil(reduction_factor) - 1` at a rung that the run's planned
             trials will crowd (`AUTO_BOOTSTRAP_ARRIVALS` expected arrivals or more), 0 at the
             others and whenever the number of trials is not known (a `time_budget_s` may end
-            the run first). benchmarks/search_quality.py measures what TPE gains.
+            the run first). With random search it is 0: nothing learns from the trial that
+            runs in full unjudged. benchmarks/search_quality.py measures what TPE gains.
         metric: compare trials by this reported value rather than the Tuner's metric (which
             a run of several metrics needs: `metric="loss"`).
         mode: "min" or "max" for `metric` (default: the Tuner's mode of it, if it tunes it).
@@ -103,21 +106,24 @@ class ASHA(Scheduler):
         self._bracket_of: dict[int, int] = {}
         self._joined = [0] * brackets
         self._planned: int | None = None
+        self._model_based = False
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """An ASHA saved by a version without `bootstrap_count` goes on as it did: with 0."""
         state.setdefault("bootstrap_count", 0)
         state.setdefault("_planned", None)
+        state.setdefault("_model_based", False)
         self.__dict__.update(state)
 
-    def plan(self, trials: int | None) -> None:
+    def plan(self, trials: int | None, *, model_based: bool = False) -> None:
         self._planned = trials
+        self._model_based = model_based
 
     def bootstrap_at(self, bracket: int, rung: int) -> int:
         """The bootstrap count in force at `rung` (0 = the lowest) of `bracket`."""
         if self.bootstrap_count is not None:
             return self.bootstrap_count
-        if self._planned is None:
+        if self._planned is None or not self._model_based:
             return 0
         expected = self._planned * self._shares[bracket] / self.reduction_factor**rung
         if expected < AUTO_BOOTSTRAP_ARRIVALS:

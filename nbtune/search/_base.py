@@ -26,6 +26,10 @@ class Searcher:
     space: SearchSpace
     metric: str | None = None
     mode: str = "min"
+    learns = False
+    """Whether the searcher models the results to choose what it suggests next (model-based,
+    as TPE), so that what it is told shapes the search: ASHA then judges the first arrivals
+    at its crowded rungs too, rather than let a random trial run in full unjudged."""
 
     def setup(
         self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
@@ -113,6 +117,10 @@ class WrappingSearcher(Searcher):
     @property
     def planned_trials(self) -> int | None:
         return self.searcher.planned_trials
+
+    @property
+    def learns(self) -> bool:
+        return self.searcher.learns
 
     def extend(self, num_samples: int) -> None:
         self.searcher.extend(num_samples)

@@ -73,6 +73,8 @@ class OptunaSearch(Searcher):
         ImportError: If Optuna is not installed, with the command that installs it.
     """
 
+    learns = True
+
     def __init__(self, sampler: optuna.samplers.BaseSampler | None = None) -> None:
         _import_optuna()
         self.sampler = sampler

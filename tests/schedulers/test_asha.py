@@ -63,42 +63,62 @@ def test_with_a_bootstrap_count_no_trial_goes_on_unjudged(make_tuner):
     assert asha.promoted() == [[0, 1, 2, 3, 4, 5, 6], [3, 5]]
 
 
-# By default ASHA bootstraps a rung that the run's planned trials will crowd: 4 samples of the
-# 7-point grid plan 28 trials, all expected at rung 1 (28 >= 27: the first two cut there, then
-# as with bootstrap_count=2) and a third of them at rung 3 (9: the first arrival goes on).
+# By default, when a model-based searcher learns from the trials, ASHA bootstraps a rung that
+# the run's planned trials will crowd. The seven qualities run first (points to evaluate) of
+# 28 planned trials: all are expected at rung 1 (28 >= 27: the first two are cut there, then as
+# with bootstrap_count=2), a third of them at rung 3 (9: the first arrival goes on).
 #   rung 1: q=5, q=3 cut; q=6 n=3 cut; q=1 n=4 best; q=4 cut; q=2 second of 2; q=2.5 cut
 #   rung 3: q=1 first, goes on; q=2 n=2 not best: cut
 CROWDED_LAST_STEP = {0: 1, 1: 1, 2: 1, 3: 9, 4: 1, 5: 3, 6: 1}
 
 
-def test_by_default_the_rungs_a_big_run_crowds_judge_every_arrival(make_tuner):
-    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
-    tuner = make_tuner(
+def crowded_run(make_tuner, asha, searcher):
+    """A run of 28 trials, one at a time, the first seven of QUALITIES."""
+    return make_tuner(
         trainables.learning_curve,
-        {"q": nt.grid(QUALITIES), "max_t": 20},
+        {"q": nt.uniform(1, 7), "max_t": 20},
         metric="loss",
-        num_samples=4,
+        num_samples=28,
+        points_to_evaluate=[{"q": q} for q in QUALITIES],
+        searcher=searcher,
         scheduler=asha,
         max_concurrent=1,
+        executor=nt.ThreadExecutor(),
     )
-    tuner.run()
 
-    assert [asha.bootstrap_at(0, rung) for rung in range(2)] == [2, 0]
+
+def first_seven_last_steps(tuner):
     last_step = tuner.dataframe().set_index("trial_id")["training_iteration"].to_dict()
-    assert {i: last_step[i] for i in range(7)} == CROWDED_LAST_STEP
+    return {trial_id: last_step[trial_id] for trial_id in range(7)}
+
+
+def test_the_rungs_a_big_run_crowds_judge_every_arrival_when_tpe_learns_from_them(make_tuner):
+    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
+    tuner = crowded_run(make_tuner, asha, nt.OptunaSearch())
+    tuner.run()
+    assert [asha.bootstrap_at(0, rung) for rung in range(2)] == [2, 0]
+    assert first_seven_last_steps(tuner) == CROWDED_LAST_STEP
+
+
+def test_with_random_search_the_first_arrival_goes_on_however_many_trials_come(make_tuner):
+    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
+    tuner = crowded_run(make_tuner, asha, nt.RandomSearch())
+    tuner.run()
+    assert [asha.bootstrap_at(0, rung) for rung in range(2)] == [0, 0]
+    assert first_seven_last_steps(tuner) == LAST_STEP
 
 
 def test_a_time_budget_or_an_explicit_count_turns_the_automatic_bootstrap_off():
     automatic, never = nt.ASHA(max_t=27), nt.ASHA(max_t=27, bootstrap_count=0)
     for asha in (automatic, never):
         asha.setup("loss", "min")
-        asha.plan(1000)
+        asha.plan(1000, model_based=True)
     assert [automatic.bootstrap_at(0, rung) for rung in range(3)] == [2, 2, 2]
     assert [never.bootstrap_at(0, rung) for rung in range(3)] == [0, 0, 0]
-    automatic.plan(None)  # what the runner says when a time budget may end the run
+    automatic.plan(None, model_based=True)  # the runner's word when a time budget is set
     assert [automatic.bootstrap_at(0, rung) for rung in range(3)] == [0, 0, 0]
     four = nt.ASHA(max_t=64, reduction_factor=4, brackets=2)
-    four.plan(200)  # the brackets get 2/3 and 1/3 of the trials: 133 and 67 at their first rungs
+    four.plan(200, model_based=True)  # brackets of 2/3 and 1/3: 133 and 67 at the first rungs
     assert [four.bootstrap_at(0, rung) for rung in range(3)] == [3, 3, 0]
     assert [four.bootstrap_at(1, rung) for rung in range(2)] == [3, 0]
 
@@ -110,6 +130,7 @@ def test_the_runner_tells_asha_its_plan_as_the_run_starts_and_after_extend(make_
         {"lr": nt.uniform(0, 1)},
         metric="loss",
         num_samples=1,
+        searcher=nt.ConcurrencyLimiter(nt.OptunaSearch(), 1),
         scheduler=asha,
         max_concurrent=1,
         executor=nt.ThreadExecutor(),
