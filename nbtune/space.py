@@ -301,8 +301,9 @@ def qloguniform(low: float, high: float, q: float) -> LogUniform:
 
 
 def qrandint(low: int, high: int, q: int = 1) -> IntRange:
-    """An int from low, low + q, ... up to high, which is included (as in Ray Tune)."""
-    return IntRange(low, high, q)
+    """A multiple of `q` in [low, high], both included, drawn uniformly (as Ray Tune's
+    `qrandint`: `qrandint(1, 10, 3)` draws 3, 6 or 9)."""
+    return IntRange(*_multiples_within("qrandint", low, high, q))
 
 
 def lograndint(low: int, high: int) -> IntRange:
@@ -311,8 +312,28 @@ def lograndint(low: int, high: int) -> IntRange:
 
 
 def qlograndint(low: int, high: int, q: int) -> IntRange:
-    """An int from low, low + q, ... up to high (included), drawn on a log scale."""
-    return IntRange(low, high, q, log=True)
+    """A multiple of `q` in [low, high], both included, drawn on a log scale (as Ray Tune's
+    `qlograndint`)."""
+    return IntRange(*_multiples_within("qlograndint", low, high, q), log=True)
+
+
+def _multiples_within(name: str, low: Any, high: Any, q: Any) -> tuple[Any, Any, Any]:
+    """The bounds of Ray Tune's quantised ints: `low` up and `high` down to multiples of `q`.
+    Arguments that are not integers, or a bad step, go to `IntRange` as they are, which says
+    what is wrong with them.
+
+    Raises:
+        ValueError: no multiple of `q` lies in [low, high].
+    """
+    if not all(_is_integer(value) for value in (low, high, q)) or q < 1 or low > high:
+        return low, high, q
+    first, last = -(-int(low) // int(q)) * int(q), int(high) // int(q) * int(q)
+    if first > last:
+        raise ValueError(
+            f"{name}({low!r}, {high!r}, {q!r}): no multiple of {q} lies between the bounds; "
+            "widen them or pick a smaller q"
+        )
+    return first, last, q
 
 
 def randn(mean: float = 0.0, sd: float = 1.0) -> Normal:

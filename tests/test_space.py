@@ -345,6 +345,14 @@ def test_qlograndint_steps_from_low_up_to_high():
     assert set(values) <= set(range(5, 101, 5)) and 100 in values and 5 in values
 
 
+def test_quantised_ints_are_multiples_of_q_within_the_bounds_as_in_ray_tune():
+    assert set(draws(nt.qrandint(1, 10, 3))) == {3, 6, 9}
+    assert set(draws(nt.qrandint(-21, 12, 3))) == set(range(-21, 13, 3))
+    assert set(draws(nt.qlograndint(1, 10, 2))) == {2, 4, 6, 8, 10}
+    with pytest.raises(ValueError, match=r"^qrandint\(4, 5, 3\): no multiple of 3 lies"):
+        nt.qrandint(4, 5, 3)
+
+
 def test_randn_and_qrandn_draw_normal_values():
     values = draws(nt.randn(2.0, 0.5))
     assert statistics.mean(values) == pytest.approx(2.0, abs=0.05)
@@ -391,7 +399,7 @@ def test_the_new_domains_are_reprs_users_can_read_back():
         (nt.loguniform(1e-3, 1), [1e-3, 0.5], [1.0, 0.0]),
         (nt.quniform(0, 1, 0.25), [0.0, 0.25, 1.0], [0.3, 1.25]),
         (nt.randint(1, 4), [1, 3, np.int64(2)], [4, 0, 2.0, True]),
-        (nt.qrandint(1, 10, 3), [1, 4, 10], [3, 11]),
+        (nt.qrandint(1, 10, 3), [3, 6, 9], [1, 4, 10, 12]),
         (nt.lograndint(1, 100), [1, 99], [100, 0]),
         (nt.randn(0, 1), [-5.0, 3], [math.inf, "1"]),
         (nt.qrandn(0, 1, 0.5), [1.5, -2.0], [1.2]),
