@@ -289,15 +289,36 @@ def randint(low: int, high: int) -> RandInt:
 
 
 def quniform(low: float, high: float, q: float) -> Uniform:
-    """A float drawn uniformly from [low, high], rounded to a multiple of `q` (the bounds must
-    be multiples of `q`), as Ray Tune's `quniform`."""
-    return Uniform(low, high, q)
+    """A multiple of `q` in [low, high], both included, drawn uniformly then rounded, as Ray
+    Tune's `quniform` (`quniform(0.05, 1, 0.1)` draws 0.1, 0.2, ... or 1.0)."""
+    return Uniform(*_float_multiples_within("quniform", low, high, q))
 
 
 def qloguniform(low: float, high: float, q: float) -> LogUniform:
-    """A float drawn on a log scale from [low, high], rounded to a multiple of `q` (the bounds
-    must be multiples of `q`), as Ray Tune's `qloguniform`."""
-    return LogUniform(low, high, q)
+    """A multiple of `q` in [low, high], both included, drawn on a log scale then rounded, as
+    Ray Tune's `qloguniform`."""
+    return LogUniform(*_float_multiples_within("qloguniform", low, high, q))
+
+
+def _float_multiples_within(name: str, low: Any, high: Any, q: Any) -> tuple[Any, Any, Any]:
+    """Ray Tune's bounds for a quantised float: `low` up and `high` down to multiples of `q`
+    (a bound within 1e-9 of a multiple is one). Arguments that are not finite numbers in order
+    go to the domain as they are, which says what is wrong with them.
+
+    Raises:
+        ValueError: no multiple of `q` lies in [low, high].
+    """
+    numbers = all(_is_real(value) and math.isfinite(value) for value in (low, high, q))
+    if not numbers or not q > 0 or low > high:
+        return low, high, q
+    first = _round_to(math.ceil(low / q - 1e-9) * q, q)
+    last = _round_to(math.floor(high / q + 1e-9) * q, q)
+    if first > last:
+        raise ValueError(
+            f"{name}({low!r}, {high!r}, {q!r}): no multiple of {q} lies between the bounds; "
+            "widen them or pick a smaller q"
+        )
+    return first, last, q
 
 
 def qrandint(low: int, high: int, q: int = 1) -> IntRange:

@@ -345,6 +345,13 @@ def test_qlograndint_steps_from_low_up_to_high():
     assert set(values) <= set(range(5, 101, 5)) and 100 in values and 5 in values
 
 
+def test_quantised_floats_are_multiples_of_q_within_the_bounds_as_in_ray_tune():
+    assert set(draws(nt.quniform(0.05, 1, 0.1))) == {round(0.1 * k, 1) for k in range(1, 11)}
+    assert repr(nt.quniform(0.05, 0.3, 0.1)) == "quniform(0.1, 0.3, 0.1)", "0.3 / 0.1 < 3"
+    values = draws(nt.qloguniform(0.0005, 1, 0.001))
+    assert min(values) == 0.001 and max(values) <= 1
+
+
 def test_quantised_ints_are_multiples_of_q_within_the_bounds_as_in_ray_tune():
     assert set(draws(nt.qrandint(1, 10, 3))) == {3, 6, 9}
     assert set(draws(nt.qrandint(-21, 12, 3))) == set(range(-21, 13, 3))
@@ -365,7 +372,7 @@ def test_randn_and_qrandn_draw_normal_values():
     ("make", "message"),
     [
         (lambda: nt.quniform(0, 1, 0), r"quniform\(low=0, high=1, q=0\): q must be a finite"),
-        (lambda: nt.quniform(0.05, 1, 0.1), r"0\.05 is not a multiple of q; pick bounds"),
+        (lambda: nt.quniform(0.01, 0.05, 0.1), r"no multiple of 0\.1 lies between the bounds"),
         (lambda: nt.qrandint(0, 10, 0), r"qrandint\(0, 10, 0\): the step must be >= 1"),
         (lambda: nt.qrandint(0, 1.5, 1), r"bounds and step must be integers"),
         (lambda: nt.lograndint(0, 10), r"low must be >= 1 for a log scale"),
