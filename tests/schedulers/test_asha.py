@@ -72,40 +72,30 @@ def test_with_a_bootstrap_count_no_trial_goes_on_unjudged(make_tuner):
 CROWDED_LAST_STEP = {0: 1, 1: 1, 2: 1, 3: 9, 4: 1, 5: 3, 6: 1}
 
 
-def crowded_run(make_tuner, asha, searcher):
-    """A run of 28 trials, one at a time, the first seven of QUALITIES."""
-    return make_tuner(
+@pytest.mark.parametrize(
+    ("searcher", "bootstrapped", "last_steps"),
+    [(nt.OptunaSearch, [2, 0], CROWDED_LAST_STEP), (nt.RandomSearch, [0, 0], LAST_STEP)],
+    ids=["tpe learns: crowded rung bootstrapped", "random search: never"],
+)
+def test_the_rungs_a_big_run_crowds_judge_every_arrival_when_the_searcher_learns(
+    make_tuner, searcher, bootstrapped, last_steps
+):
+    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
+    tuner = make_tuner(
         trainables.learning_curve,
         {"q": nt.uniform(1, 7), "max_t": 20},
         metric="loss",
         num_samples=28,
         points_to_evaluate=[{"q": q} for q in QUALITIES],
-        searcher=searcher,
+        searcher=searcher(),
         scheduler=asha,
         max_concurrent=1,
         executor=nt.ThreadExecutor(),
     )
-
-
-def first_seven_last_steps(tuner):
+    tuner.run()
+    assert [asha.bootstrap_at(0, rung) for rung in range(2)] == bootstrapped
     last_step = tuner.dataframe().set_index("trial_id")["training_iteration"].to_dict()
-    return {trial_id: last_step[trial_id] for trial_id in range(7)}
-
-
-def test_the_rungs_a_big_run_crowds_judge_every_arrival_when_tpe_learns_from_them(make_tuner):
-    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
-    tuner = crowded_run(make_tuner, asha, nt.OptunaSearch())
-    tuner.run()
-    assert [asha.bootstrap_at(0, rung) for rung in range(2)] == [2, 0]
-    assert first_seven_last_steps(tuner) == CROWDED_LAST_STEP
-
-
-def test_with_random_search_the_first_arrival_goes_on_however_many_trials_come(make_tuner):
-    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
-    tuner = crowded_run(make_tuner, asha, nt.RandomSearch())
-    tuner.run()
-    assert [asha.bootstrap_at(0, rung) for rung in range(2)] == [0, 0]
-    assert first_seven_last_steps(tuner) == LAST_STEP
+    assert {trial_id: last_step[trial_id] for trial_id in range(7)} == last_steps
 
 
 def test_a_time_budget_or_an_explicit_count_turns_the_automatic_bootstrap_off():
