@@ -52,8 +52,9 @@ class Domain(ABC):
 
 @dataclass(frozen=True, repr=False)
 class Uniform(Domain):
-    """A float drawn uniformly from [low, high); with `q`, rounded to a multiple of `q` in
-    [low, high] (`quniform`)."""
+    """A float drawn uniformly from [low, high); with `q`, rounded to one of low, low + q, ...
+    up to high, which comes down to the last of them (a define-by-run `suggest_float` with a
+    step, as Optuna's; `quniform` puts both bounds on multiples of `q`)."""
 
     low: float
     high: float
@@ -63,7 +64,11 @@ class Uniform(Domain):
         call = _call("uniform", self.low, self.high, self.q)
         _check_real_bounds(call, self.low, self.high)
         _check_order(call, self.low, self.high)
-        _set_fields(self, low=float(self.low), high=float(self.high), q=_step(call, self))
+        q = _step(call, self.q)
+        _set_fields(self, low=float(self.low), high=float(self.high), q=q)
+        if q is not None:
+            steps = math.floor((self.high - self.low) / q + 1e-9)
+            _set_fields(self, high=_snap(self.low + steps * q, self.low, q))
 
     def sample(self, rng: np.random.Generator) -> float:
         value = _below_high(float(rng.uniform(self.low, self.high)), self.low, self.high)
@@ -93,7 +98,11 @@ class LogUniform(Domain):
                 f"{call}: low must be > 0 for a log scale; use uniform() or a positive low"
             )
         _check_order(call, self.low, self.high)
-        _set_fields(self, low=float(self.low), high=float(self.high), q=_step(call, self))
+        q = _step(call, self.q)
+        for bound in (self.low, self.high):
+            if q is not None and not _is_multiple(bound, q):
+                raise ValueError(f"{call}: {bound!r} is not a multiple of q; pick bounds that are")
+        _set_fields(self, low=float(self.low), high=float(self.high), q=q)
 
     def sample(self, rng: np.random.Generator) -> float:
         value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
@@ -610,17 +619,12 @@ def _call(name: str, low: Any, high: Any, q: Any, shown: bool = False) -> str:
     return f"q{name}(low={low!r}, high={high!r}, q={q!r})"
 
 
-def _step(call: str, domain: Uniform | LogUniform) -> float | None:
-    """The domain's `q`, checked: a number > 0 of which both bounds are multiples (as Ray
-    Tune asks), so that every rounded value lies within them."""
-    q = domain.q
+def _step(call: str, q: Any) -> float | None:
+    """`q` checked: None, or a finite number > 0."""
     if q is None:
         return None
     if not _is_real(q) or not q > 0 or not math.isfinite(q):
         raise ValueError(f"{call}: q must be a finite number > 0")
-    for bound in (domain.low, domain.high):
-        if not _is_multiple(bound, q):
-            raise ValueError(f"{call}: {bound!r} is not a multiple of q; pick bounds that are")
     return float(q)
 
 
@@ -629,26 +633,35 @@ def _is_multiple(value: float, q: float) -> bool:
 
 
 def _in_range(value: Any, domain: Uniform | LogUniform) -> bool:
-    """Whether `value` is a float the domain gives: in [low, high), or with `q` a multiple of
-    `q` in [low, high]."""
+    """Whether `value` is a float the domain gives: in [low, high), or with `q` one of low,
+    low + q, ... in [low, high]."""
     if not _is_real(value) or not math.isfinite(value):
         return False
     if domain.q is None:
         return domain.low <= value < domain.high
-    return domain.low <= value <= domain.high and _is_multiple(value, domain.q)
+    return domain.low <= value <= domain.high and _is_multiple(value - domain.low, domain.q)
 
 
 def _quantized(value: float, domain: Uniform | LogUniform) -> float:
     if domain.q is None:
         return value
-    return min(max(_round_to(value, domain.q), domain.low), domain.high)
+    return min(max(_snap(value, domain.low, domain.q), domain.low), domain.high)
+
+
+def _snap(value: float, low: float, q: float) -> float:
+    """The nearest of low, low + q, ... to `value`, without float noise."""
+    return round(low + round((value - low) / q) * q, _decimals(q, low))
 
 
 def _round_to(value: float, q: float) -> float:
     """`value` rounded to a multiple of `q`, without the float noise of `round(v / q) * q`
     (0.30000000000000004)."""
-    decimals = max(0, -math.floor(math.log10(q))) + 6
-    return round(round(value / q) * q, decimals)
+    return round(round(value / q) * q, _decimals(q))
+
+
+def _decimals(*scales: float) -> int:
+    """Decimals enough to keep 6 significant digits below the finest of `scales` (0s left out)."""
+    return max(max(0, -math.floor(math.log10(abs(scale)))) + 6 for scale in scales if scale)
 
 
 def _int_below(high: Any) -> Any:

@@ -107,3 +107,33 @@ def test_the_union_of_parameters_is_known_to_the_run(make_tuner):
     assert set(tuner.space.parameter_names) == {"classifier", "svc_c", "rf_depth", "n_jobs"}
     columns = {c for c in tuner.dataframe().columns if c.startswith("config/")}
     assert columns == {f"config/{name}" for name in tuner.space.parameter_names}
+
+
+def stepped_space(trial):
+    trial.suggest_float("dropout", 0.05, 1.0, step=0.1)
+    trial.suggest_int("units", 1, 10, step=3)
+
+
+def stepped_score(config):
+    nt.report(loss=config["dropout"] * config["units"])
+
+
+@pytest.mark.filterwarnings("ignore:The distribution is specified by:UserWarning")
+@pytest.mark.parametrize("searcher", [nt.RandomSearch, nt.OptunaSearch])
+def test_steps_count_from_low_and_high_comes_down_to_the_last_step_as_in_optuna(
+    make_tuner, searcher
+):
+    tuner = make_tuner(
+        stepped_score,
+        stepped_space,
+        metric="loss",
+        num_samples=40,
+        searcher=searcher(),
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    frame = tuner.dataframe()
+    steps = (frame["config/dropout"] - 0.05) / 0.1  # Optuna's own values carry float noise
+    assert ((steps - steps.round()).abs() < 1e-9).all() and steps.between(0, 9 + 1e-9).all()
+    assert steps.round().nunique() > 3, "several steps drawn, not one"
+    assert set(frame["config/units"]) <= {1, 4, 7, 10}
