@@ -90,10 +90,25 @@ CHART_COLORS = """el => {
 }"""
 
 
-def write_live_notebook(folder: Path, wait: bool = True) -> Path:
-    """The run's notebook; without `wait`, no `tuner.wait()` cell: the kernel stays idle."""
+SHOWN_TWICE = (
+    *CELLS[:2],
+    CELLS[2].replace(
+        "tuner.start(display=False)\ndashboard = Dashboard(tuner, page_size=3)\ndashboard.show();",
+        "tuner.start()",
+    ),
+    "tuner.dashboard()",
+)
+"""The run started as a user starts it (`start()` shows `tuner.dashboard()` under its cell),
+then its dashboard shown again in the next cell: a second view of the same widgets."""
+
+
+def write_live_notebook(
+    folder: Path, wait: bool = True, cells: tuple[str, ...] | None = None
+) -> Path:
+    """The run's notebook (`cells`, by default CELLS); without `wait`, no `tuner.wait()`
+    cell: the kernel stays idle."""
     path = folder / "views.ipynb"
-    cells = CELLS if wait else CELLS[:-1]
+    cells = cells or (CELLS if wait else CELLS[:-1])
     notebook = new_notebook(
         cells=[new_code_cell(source) for source in cells], metadata={"kernelspec": KERNELSPEC}
     )
@@ -112,12 +127,13 @@ def is_light(color: str) -> bool:
 class DashboardPage:
     """The one dashboard of a notebook page, as a user sees and clicks it."""
 
-    def __init__(self, notebook: Any, name: str) -> None:
-        """`notebook` is the conftest's `LabNotebook` showing the run's notebook."""
+    def __init__(self, notebook: Any, name: str, nth: int = 0) -> None:
+        """`notebook` is the conftest's `LabNotebook` showing the run's notebook; `nth` picks
+        one of several views of dashboards, in page order."""
         self.notebook = notebook
         self.name = name
         self.page = notebook.page
-        self.root = notebook.output(".nbtune-dashboard")
+        self.root = notebook.output(".nbtune-dashboard").nth(nth)
         self.tabs = self.root.locator(".jupyter-widget-tab")
         self.panel = self.tabs.locator(".widget-tab-contents > :not(.lm-mod-hidden)")
 
@@ -298,6 +314,30 @@ def test_a_reloaded_page_draws_the_charts_again(lab_dir, open_notebook):
     dashboard.stop_run()
     notebook.wait_for_idle_kernel()
     dashboard.assert_clean("the end of the run")
+
+
+def test_a_dashboard_shown_again_in_another_cell_draws_and_steers_the_run_too(
+    lab_dir, open_notebook
+):
+    notebook = open_notebook(write_live_notebook(lab_dir, cells=SHOWN_TWICE))
+    notebook.wait_for_idle_kernel()
+    notebook.run_all()
+    notebook.wait_until_all_ran()
+    first, again = DashboardPage(notebook, "views"), DashboardPage(notebook, "views", nth=1)
+    for view in (first, again):
+        view.wait_until_shown()
+        view.wait_for_traces(RENDER_TIMEOUT)
+        points = view.chart(POINTS)
+        eventually(lambda v=view, p=points: (v.chart(POINTS) or 0) > p, "a chart that grows")
+    shown = [{row["id"] for row in view.table()["rows"]} for view in (again, first)]
+    assert shown[0] and shown[0] <= shown[1], "one table in two views (read again, then first)"
+    notebook.screenshot("shown-twice", scroll_to=again.tabs)
+    eventually(lambda: not again.problems(), "no broken widget in either view", 15)
+
+    again.stop_run()
+    first.root.locator(".widget-html-content", has_text="— stopped").wait_for(timeout=30_000)
+    notebook.wait_for_idle_kernel()
+    first.assert_clean("the end of the run")
 
 
 def test_without_anywidget_the_dashboard_shows_static_charts(
