@@ -26,6 +26,7 @@ Usage:
     python benchmarks/search_quality.py            # every problem (a few minutes)
     python benchmarks/search_quality.py --quick    # 2 seeds, smaller budgets: a smoke test
     python benchmarks/search_quality.py --problem hartmann6 --seeds 50  # a tighter mean
+    python benchmarks/search_quality.py --problem branin --seeds 50 --budget 1200
 """
 
 from __future__ import annotations
@@ -145,8 +146,8 @@ def sgd_accuracies(config: Mapping[str, Any]) -> list[float]:
     return accuracies
 
 
-def problems(quick: bool) -> list[Problem]:
-    budget = 300 if quick else 600
+def problems(budget: int = 600) -> list[Problem]:
+    """The three problems; `sgd_digits` gets half of `budget` (its epochs are slower)."""
     return [
         Problem(
             "branin",
@@ -291,13 +292,15 @@ def standard_error(scores: list[float]) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 seeds, half the budget")
+    parser.add_argument("--budget", type=int, help="iterations per run (default 600; sgd half)")
     parser.add_argument("--problem", action="append", help="only this problem (repeatable)")
     parser.add_argument("--seeds", type=int, help=f"how many seeds (default {SEEDS})")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds from this one on")
     args = parser.parse_args(argv)
     count = args.seeds or (2 if args.quick else SEEDS)
     seeds = range(args.first_seed, args.first_seed + count)
-    chosen = [p for p in problems(args.quick) if not args.problem or p.name in args.problem]
+    budget = args.budget or (300 if args.quick else 600)
+    chosen = [p for p in problems(budget) if not args.problem or p.name in args.problem]
     for problem in chosen:
         for method, run in METHODS.items():
             found = [run(problem, seed) for seed in seeds]
