@@ -327,6 +327,11 @@ def _float_multiples_within(name: str, low: Any, high: Any, q: Any) -> tuple[Any
             f"{name}({low!r}, {high!r}, {q!r}): no multiple of {q} lies between the bounds; "
             "widen them or pick a smaller q"
         )
+    if first == last and low < high:
+        raise ValueError(
+            f"{name}({low!r}, {high!r}, {q!r}): {first!r} is the only multiple of {q} between "
+            "the bounds; use it as a constant, or widen them"
+        )
     return first, last, q
 
 

@@ -373,6 +373,7 @@ def test_randn_and_qrandn_draw_normal_values():
     [
         (lambda: nt.quniform(0, 1, 0), r"quniform\(low=0, high=1, q=0\): q must be a finite"),
         (lambda: nt.quniform(0.01, 0.05, 0.1), r"no multiple of 0\.1 lies between the bounds"),
+        (lambda: nt.quniform(0.05, 0.15, 0.1), r"0\.1 is the only multiple of 0\.1 between"),
         (lambda: nt.qrandint(0, 10, 0), r"qrandint\(0, 10, 0\): the step must be >= 1"),
         (lambda: nt.qrandint(0, 1.5, 1), r"bounds and step must be integers"),
         (lambda: nt.lograndint(0, 10), r"low must be >= 1 for a log scale"),
