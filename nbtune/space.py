@@ -322,17 +322,21 @@ def _float_multiples_within(name: str, low: Any, high: Any, q: Any) -> tuple[Any
         return low, high, q
     first = _round_to(math.ceil(low / q - 1e-9) * q, q)
     last = _round_to(math.floor(high / q + 1e-9) * q, q)
-    if first > last:
-        raise ValueError(
-            f"{name}({low!r}, {high!r}, {q!r}): no multiple of {q} lies between the bounds; "
-            "widen them or pick a smaller q"
-        )
+    _check_multiples(f"{name}({low!r}, {high!r}, {q!r})", first, last, q)
     if first == last and low < high:
         raise ValueError(
             f"{name}({low!r}, {high!r}, {q!r}): {first!r} is the only multiple of {q} between "
             "the bounds; use it as a constant, or widen them"
         )
     return first, last, q
+
+
+def _check_multiples(call: str, first: Any, last: Any, q: Any) -> None:
+    """Raise a one-line ValueError if the bounds hold no multiple of `q` (`first > last`)."""
+    if first > last:
+        raise ValueError(
+            f"{call}: no multiple of {q} lies between the bounds; widen them or pick a smaller q"
+        )
 
 
 def qrandint(low: int, high: int, q: int = 1) -> IntRange:
@@ -363,11 +367,7 @@ def _multiples_within(name: str, low: Any, high: Any, q: Any) -> tuple[Any, Any,
     if not all(_is_integer(value) for value in (low, high, q)) or q < 1 or low > high:
         return low, high, q
     first, last = -(-int(low) // int(q)) * int(q), int(high) // int(q) * int(q)
-    if first > last:
-        raise ValueError(
-            f"{name}({low!r}, {high!r}, {q!r}): no multiple of {q} lies between the bounds; "
-            "widen them or pick a smaller q"
-        )
+    _check_multiples(f"{name}({low!r}, {high!r}, {q!r})", first, last, q)
     return first, last, q
 
 
