@@ -77,19 +77,22 @@ def trials_frame(
     return pd.DataFrame.from_records(rows, columns=columns).astype(dtypes)
 
 
+_TAIL_DTYPES = {
+    "training_iteration": "int64",
+    "runtime_s": "float64",
+    "error": "string",
+    "paused_by": "string",
+    "stopped_by": "string",
+    "parent": "Int64",
+    "attempts": "int64",
+}
+"""The columns after a trial's config and metrics, in order, with their dtypes."""
+
+
 def _trial_columns(rows: list[dict[str, Any]], metric: str | Sequence[str] | None) -> list[str]:
     config_columns = dict.fromkeys(k for row in rows for k in row if k.startswith("config/"))
     metric_columns = _metric_columns(metric)
-    tail = [
-        "training_iteration",
-        "runtime_s",
-        "error",
-        "paused_by",
-        "stopped_by",
-        "parent",
-        "attempts",
-    ]
-    return ["trial_id", "status", *config_columns, *metric_columns, *tail]
+    return ["trial_id", "status", *config_columns, *metric_columns, *_TAIL_DTYPES]
 
 
 def _sometimes_set_ints(rows: list[dict[str, Any]], columns: list[str]) -> dict[str, str]:
@@ -120,13 +123,7 @@ def _trial_dtypes(metric: str | Sequence[str] | None) -> dict[str, Any]:
     dtypes: dict[str, Any] = {
         "trial_id": "int64",
         "status": pd.CategoricalDtype([status.value for status in TrialStatus]),
-        "training_iteration": "int64",
-        "runtime_s": "float64",
-        "error": "string",
-        "paused_by": "string",
-        "stopped_by": "string",
-        "parent": "Int64",
-        "attempts": "int64",
+        **_TAIL_DTYPES,
     }
     for column in _metric_columns(metric):
         dtypes[column] = "bool" if column == "pareto" else "float64"

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 import nbtune as nt
+from nbtune.events import TrialPaused, TrialResult
 
 EXECUTORS = {
     "dask": None,
@@ -104,3 +105,26 @@ class EventLog:
 @pytest.fixture
 def log():
     return EventLog()
+
+
+@pytest.fixture
+def stop_midway(log):
+    """Runs a tuner until trial 0 has reported `iteration` results, pauses that trial, then
+    stops the run: a run to restore, with a trial paused at its checkpoint."""
+
+    def stop(tuner, iteration=1):
+        tuner.subscribe(log)
+        tuner.start()
+        log.wait_for(
+            lambda e: (
+                isinstance(e, TrialResult)
+                and e.trial_id == 0
+                and e.result["training_iteration"] >= iteration
+            )
+        )
+        tuner.pause(0)
+        log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 0)
+        tuner.stop()
+        assert tuner.wait(30)
+
+    return stop

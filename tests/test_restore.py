@@ -15,7 +15,7 @@ import trainables
 from kernels import Kernel
 
 import nbtune as nt
-from nbtune.events import TrialPaused, TrialResult, TrialStarted
+from nbtune.events import TrialStarted
 
 STEPS = 40
 SPACE = {"steps": STEPS, "interval": 0.02, "checkpoint": True, "x": nt.grid(range(4))}
@@ -74,14 +74,9 @@ def test_a_run_whose_driver_was_killed_carries_on(runs):
     assert_every_trial_complete_once(tuner)
 
 
-def test_a_paused_trial_of_a_stopped_run_resumes_from_its_checkpoint(make_tuner, log):
-    tuner = make_tuner(trainables.steps, SPACE, metric="loss", name="paused", callbacks=[log])
-    tuner.start()
-    log.wait_for(lambda e: isinstance(e, TrialResult) and e.result["training_iteration"] >= 3)
-    tuner.pause(0)
-    log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 0)
-    tuner.stop()
-    assert tuner.wait(30)
+def test_a_paused_trial_of_a_stopped_run_resumes_from_its_checkpoint(make_tuner, stop_midway):
+    tuner = make_tuner(trainables.steps, SPACE, metric="loss", name="paused")
+    stop_midway(tuner, iteration=3)
     paused_at = tuner.get_trial(0).iteration
     assert tuner.get_trial(0).status is nt.TrialStatus.PAUSED
 

@@ -11,9 +11,10 @@ import time
 import pandas as pd
 import pytest
 import trainables
+from test_control import result_of
 
 import nbtune as nt
-from nbtune.events import TrialPaused, TrialResult
+from nbtune.events import TrialPaused
 from nbtune.trial import STOPPED_BY
 
 LONG = 3000
@@ -25,17 +26,6 @@ def stopped_by(source) -> dict[int, str | None]:
     """Trial id -> its `stopped_by`, None where the column is empty."""
     column = source.dataframe().set_index("trial_id")["stopped_by"]
     return {trial_id: None if pd.isna(value) else value for trial_id, value in column.items()}
-
-
-def reported(trial_id, iteration=1):
-    def match(event):
-        return (
-            isinstance(event, TrialResult)
-            and event.trial_id == trial_id
-            and event.result["training_iteration"] >= iteration
-        )
-
-    return match
 
 
 def paused(trial_id):
@@ -155,8 +145,8 @@ def test_the_user_stops_a_running_and_a_paused_trial(make_tuner, log, checkpoint
         callbacks=[log],
     )
     tuner.start()
-    log.wait_for(reported(0))
-    log.wait_for(reported(1))
+    log.wait_for(result_of(0, 1))
+    log.wait_for(result_of(1, 1))
     tuner.pause(1)
     log.wait_for(paused(1))
     tuner.stop(0, 1)
@@ -174,7 +164,7 @@ def test_a_trial_killed_by_a_forced_stop_was_stopped_by_the_user(make_tuner, log
         callbacks=[log],
     )
     tuner.start()
-    log.wait_for(reported(0))
+    log.wait_for(result_of(0, 1))
     tuner.stop(0, force=True)
     assert tuner.wait(60)
     assert tuner.get_trial(0).iteration == 1, "killed while silent, not at a report"
@@ -209,12 +199,12 @@ def test_stop_all_cuts_running_and_suspended_trials_and_restore_keeps_it(
         executor=nt.ThreadExecutor(),
     )
     tuner.start()
-    log.wait_for(reported(0))
-    log.wait_for(reported(1))
+    log.wait_for(result_of(0, 1))
+    log.wait_for(result_of(1, 1))
     tuner.pause(1)
     log.wait_for(paused(1))
     if checkpoint:
-        log.wait_for(reported(2))  # trial 1's worker went to trial 2
+        log.wait_for(result_of(2, 1))  # trial 1's worker went to trial 2
     waiting = tuner.add_trial({"steps": 5, "checkpoint": checkpoint, "x": 9})
     tuner.stop()
     assert tuner.wait(60)

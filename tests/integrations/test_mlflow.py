@@ -12,7 +12,6 @@ import pytest
 import trainables
 
 import nbtune as nt
-from nbtune.events import TrialPaused, TrialResult
 
 mlflow = pytest.importorskip("mlflow")
 from nbtune.integrations.mlflow import MLflowLogger  # noqa: E402
@@ -132,17 +131,12 @@ def test_a_retried_trial_goes_on_in_the_same_run(make_tuner, store, tmp_path):
 
 
 def test_a_stopped_run_ends_its_open_runs_killed_and_restore_carries_them_on(
-    make_tuner, store, log
+    make_tuner, store, stop_midway
 ):
     space = {"steps": 12, "interval": 0.02, "checkpoint": True, "x": nt.grid([0, 1])}
     first = MLflowLogger(store, EXPERIMENT)
-    tuner = make_tuner(trainables.steps, space, metric="loss", callbacks=[log, first])
-    tuner.start()
-    log.wait_for(lambda e: isinstance(e, TrialResult) and e.result["training_iteration"] >= 3)
-    tuner.pause(0)
-    log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 0)
-    tuner.stop()
-    assert tuner.wait(30)
+    tuner = make_tuner(trainables.steps, space, metric="loss", callbacks=[first])
+    stop_midway(tuner, iteration=3)
     parent, trials = runs_of(store)
     assert parent.info.status == "KILLED", "a stopped run"
     assert trials[0].info.status == "KILLED", "a trial cut short, which restore carries on"

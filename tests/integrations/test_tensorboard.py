@@ -10,7 +10,6 @@ import pytest
 import trainables
 
 import nbtune as nt
-from nbtune.events import TrialPaused, TrialResult
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing import (
@@ -113,18 +112,13 @@ def test_by_default_the_event_files_sit_in_the_experiment_folder_of_worker_proce
     assert again.path == tuner.path, "and restores: nbtune takes the folders as its own"
 
 
-def test_a_restored_trial_goes_on_in_its_folder_with_one_session(make_tuner, tmp_path, log):
+def test_a_restored_trial_goes_on_in_its_folder_with_one_session(make_tuner, tmp_path, stop_midway):
     space = {"steps": 12, "interval": 0.02, "checkpoint": True, "x": nt.grid([0, 1])}
     logdir = tmp_path / "tensorboard"
     tuner = make_tuner(
-        trainables.steps, space, metric="loss", callbacks=[log, TensorBoardLogger(logdir)]
+        trainables.steps, space, metric="loss", callbacks=[TensorBoardLogger(logdir)]
     )
-    tuner.start()
-    log.wait_for(lambda e: isinstance(e, TrialResult) and e.result["training_iteration"] >= 3)
-    tuner.pause(0)
-    log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 0)
-    tuner.stop()
-    assert tuner.wait(30)
+    stop_midway(tuner, iteration=3)
     _, hparams = read(logdir / tuner.name / "trial_0")
     assert "_hparams_/session_end_info" not in hparams, "still open: restore carries it on"
 

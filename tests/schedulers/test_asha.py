@@ -22,8 +22,8 @@ QUALITIES = [5, 3, 6, 1, 4, 2, 2.5]
 LAST_STEP = {0: 9, 1: 9, 2: 1, 3: 9, 4: 1, 5: 3, 6: 1}
 
 
-def test_asha_cuts_exactly_the_trials_a_hand_computation_cuts(make_tuner):
-    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
+def run_qualities(make_tuner, asha):
+    """Run the trials of QUALITIES one at a time, in order, under `asha`."""
     tuner = make_tuner(
         trainables.learning_curve,
         {"q": nt.grid(QUALITIES), "max_t": 20},
@@ -32,6 +32,12 @@ def test_asha_cuts_exactly_the_trials_a_hand_computation_cuts(make_tuner):
         max_concurrent=1,
     )
     tuner.run()
+    return tuner
+
+
+def test_asha_cuts_exactly_the_trials_a_hand_computation_cuts(make_tuner):
+    asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3)
+    tuner = run_qualities(make_tuner, asha)
 
     frame = tuner.dataframe().set_index("trial_id")
     assert frame["training_iteration"].to_dict() == LAST_STEP
@@ -49,14 +55,7 @@ BOOTSTRAPPED_LAST_STEP = {0: 1, 1: 1, 2: 1, 3: 3, 4: 1, 5: 3, 6: 1}
 
 def test_with_a_bootstrap_count_no_trial_goes_on_unjudged(make_tuner):
     asha = nt.ASHA(max_t=9, grace_period=1, reduction_factor=3, bootstrap_count=2)
-    tuner = make_tuner(
-        trainables.learning_curve,
-        {"q": nt.grid(QUALITIES), "max_t": 20},
-        metric="loss",
-        scheduler=asha,
-        max_concurrent=1,
-    )
-    tuner.run()
+    tuner = run_qualities(make_tuner, asha)
 
     frame = tuner.dataframe().set_index("trial_id")
     assert frame["training_iteration"].to_dict() == BOOTSTRAPPED_LAST_STEP
