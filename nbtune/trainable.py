@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from nbtune import objectives
 from nbtune.metrics import number
 from nbtune.protocol import TrialLaunch, WorkerDone, WorkerFailed
 from nbtune.resources import limits
@@ -120,8 +121,8 @@ def _final_result(
     (`{"best_iteration": 87}`) ends with its last value, not as an error.
     """
     if isinstance(returned, Mapping):
-        names = [] if metric is None else [metric] if isinstance(metric, str) else list(metric)
-        carried = {n: reported[n] for n in names if n not in returned and n in reported}
+        tuned = objectives.names(metric)
+        carried = {n: reported[n] for n in tuned if n not in returned and n in reported}
         return {**carried, **returned}
     if metric is not None and not isinstance(metric, str):
         return _final_values(returned, list(metric))

@@ -47,7 +47,7 @@ from nbtune.events import Event, ExperimentDone
 from nbtune.front_end import DashboardSource
 from nbtune.objectives import is_several, primary
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import log_scale_names
+from nbtune.ui.data import log_scale_names, ranked
 from nbtune.ui.summary import SummarySlot, best_html, counts_html, title_html
 from nbtune.ui.table import (
     STATUS_FILTERS,
@@ -108,6 +108,7 @@ class Dashboard:
         self._shown_at: float | None = None
         self._disk = ""
         self._disk_read_at = -math.inf
+        self._error_texts: dict[tuple[int, int], str] = {}
         self._dirty = threading.Event()
         self._closing = threading.Event()
         self._lock = threading.RLock()
@@ -342,11 +343,11 @@ class Dashboard:
         by_id = {trial.trial_id: trial for trial in trials}
         if self.selected in by_id:
             return by_id[self.selected]
-        scored = [trial for trial in trials if trial.best_value is not None]
+        _, mode = primary(self.source.metric, self.source.mode)
+        scored = ranked(trials, mode)
         if not scored:
             return trials[0] if trials else None
-        _, mode = primary(self.source.metric, self.source.mode)
-        return (min if mode == "min" else max)(scored, key=lambda trial: trial.best_value)
+        return scored[0]
 
     def _errors_html(self, trials: Sequence[Trial]) -> str:
         failed = [t for t in trials if t.status is TrialStatus.ERROR]
@@ -354,13 +355,21 @@ class Dashboard:
             return "<i>no failed trials</i>"
         parts = []
         for trial in failed:
-            error_file = self.source.path / "trials" / str(trial.trial_id) / "error.txt"
-            text = error_file.read_text() if error_file.exists() else ""
+            text = self._error_text(trial)
             parts.append(
                 f"<details><summary>trial {trial.trial_id}: {html.escape(trial.error or '')}"
                 f"</summary><pre>{html.escape(text)}</pre></details>"
             )
         return "".join(parts)
+
+    def _error_text(self, trial: Trial) -> str:
+        """The trial's error.txt, read once per failed attempt rather than at every redraw
+        (until it is written: the trial is recorded as failed just before)."""
+        key = (trial.trial_id, trial.attempts)
+        if not self._error_texts.get(key):
+            error_file = self.source.path / "trials" / str(trial.trial_id) / "error.txt"
+            self._error_texts[key] = error_file.read_text() if error_file.exists() else ""
+        return self._error_texts[key]
 
     @property
     def figures(self) -> dict[str, Any]:

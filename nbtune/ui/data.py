@@ -362,10 +362,14 @@ def _varies(axis: Axis) -> bool:
     return len(set(axis.present)) > 1
 
 
-def _best_ids(trials: Sequence[Trial], mode: str, count: int = 3) -> tuple[int, ...]:
+def ranked(trials: Sequence[Trial], mode: str) -> list[Trial]:
+    """The trials that have a best value, the best first (ties in the order given)."""
     scored = [trial for trial in trials if trial.best_value is not None]
-    scored.sort(key=lambda trial: trial.best_value, reverse=mode == "max")
-    return tuple(trial.trial_id for trial in scored[:count])
+    return sorted(scored, key=lambda trial: trial.best_value, reverse=mode == "max")
+
+
+def _best_ids(trials: Sequence[Trial], mode: str, count: int = 3) -> tuple[int, ...]:
+    return tuple(trial.trial_id for trial in ranked(trials, mode)[:count])
 
 
 def _thin(series: Sequence[list], max_points: int) -> tuple[tuple, ...]:

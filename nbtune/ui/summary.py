@@ -17,7 +17,7 @@ from nbtune.objectives import is_several, pareto_trials, primary
 from nbtune.results import trials_frame
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import history_data
+from nbtune.ui.data import history_data, ranked
 from nbtune.ui.static import learning_curves_svg
 from nbtune.ui.table import badge, short, status_counts
 
@@ -42,11 +42,10 @@ def counts_html(counts: Mapping[str, int]) -> str:
 def best_html(trials: Sequence[Trial], metric: Any, mode: Any) -> str:
     if is_several(metric):
         return front_html(trials, metric, mode)
-    scored = [trial for trial in trials if trial.best_value is not None]
+    scored = ranked(trials, mode)
     if metric is None or not scored:
         return ""
-    pick = min if mode == "min" else max
-    best = pick(scored, key=lambda trial: trial.best_value)
+    best = scored[0]
     flat = SearchSpace.flatten(best.config)
     config = html.escape(", ".join(f"{k}={short(v)}" for k, v in flat.items()))
     value = f"<b>{best.best_value:.4g}</b>"

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+import trainables
 from waiting import eventually
 
 import nbtune as nt
@@ -172,3 +173,22 @@ def test_a_chart_the_browser_drew_stays_live(held_run, monkeypatch):
     dashboard._check_front_end()
     assert not dashboard.static_charts
     assert dashboard.figures["learning curves"] is figure
+
+
+def test_the_errors_tab_shows_each_failed_trial_with_its_traceback(make_tuner):
+    tuner = make_tuner(
+        trainables.fail_at,
+        {"fail_at": nt.grid([2, 3])},
+        metric="loss",
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    dashboard = tuner.dashboard()
+    assert dashboard.ready.wait(30)
+    dashboard.tabs.selected_index = dashboard.tab_names.index("errors")
+    dashboard.redraw()
+    shown = dashboard.errors.value
+    assert shown.count("<details>") == 2
+    assert "trial 1: ValueError: boom at step 3" in shown
+    assert "Traceback" in shown and "raise ValueError" in shown, "error.txt, read from disk"
+    dashboard.close()
