@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbtune.checkpoint import load as load_checkpoint
-from nbtune.checkpoint import size_of, stored
+from nbtune.checkpoint import size_of
 from nbtune.errors import TrialNotFoundError
 from nbtune.front_end import Dashboard, make_dashboard
 from nbtune.metrics import number
 from nbtune.objectives import is_several, pareto_trials, single
-from nbtune.retention import rank
+from nbtune.retention import best_stored
 from nbtune.space import SearchSpace
 from nbtune.storage import checkpoint_dir
 from nbtune.trial import Trial, TrialStatus, better_of
@@ -226,13 +226,9 @@ class ResultsView:
         return None if trial.checkpoint is None else self.path / trial.checkpoint
 
     def _best_stored(self, trial: Trial, rows: Sequence[Mapping[str, Any]]) -> Path | None:
-        stored_at = stored(checkpoint_dir(self.path, trial.trial_id))
-        if not stored_at:
-            return None
         own = {r["training_iteration"]: r for r in rows if r["trial_id"] == trial.trial_id}
-        metric = single(self.metric)
-        best = max(stored_at, key=lambda i: rank(own.get(i, {}), i, metric, self.mode))
-        return stored_at[best]
+        directory = checkpoint_dir(self.path, trial.trial_id)
+        return best_stored(directory, own, single(self.metric), self.mode)
 
     def history(self) -> pd.DataFrame:
         """One row per reported result, in the order the results arrived."""

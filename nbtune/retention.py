@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from nbtune import checkpoint
 from nbtune.metrics import finite
@@ -73,6 +74,21 @@ class CheckpointRetention:
                 continue
             checkpoint.remove(dropped_path)
             del kept[dropped]
+
+
+def best_stored(
+    directory: Path, rows: Mapping[int, Mapping], metric: str | None, mode: Any
+) -> Path | None:
+    """Of the checkpoints kept in a trial's `directory`, the one taken at its best result
+    (`rows`: its results by iteration, ranked by `rank`); None if none is kept."""
+    kept = checkpoint.stored(directory)
+    if not kept:
+        return None
+
+    def quality(iteration: int) -> tuple[float, ...]:
+        return rank(rows.get(iteration, {}), iteration, metric, mode)
+
+    return kept[max(kept, key=quality)]
 
 
 def rank(row: Mapping, iteration: int, metric: str | None, mode: str) -> tuple[float, ...]:

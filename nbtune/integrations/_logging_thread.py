@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbtune import checkpoint
 from nbtune.events import Event, ExperimentDone
 from nbtune.metrics import number
 from nbtune.objectives import single
-from nbtune.retention import rank
+from nbtune.retention import best_stored
 from nbtune.space import flatten_config
 from nbtune.storage import ExperimentReader, checkpoint_dir
 from nbtune.trial import Trial
@@ -91,13 +90,8 @@ class ExperimentFacts:
     def best_checkpoint(self, trial_id: int, rows: Mapping[int, Mapping[str, Any]]) -> Path | None:
         """The trial's best checkpoint on disk, as `tuner.get_checkpoint(id, "best")` finds
         it: of those kept, the one taken at its best result (`rows`, by iteration)."""
-        stored = checkpoint.stored(checkpoint_dir(self.path, trial_id))
-        if not stored:
-            return None
-        metric = single(self.metric)
-        mode = self.mode if isinstance(self.mode, str) else "min"
-        best = max(stored, key=lambda i: rank(rows.get(i, {}), i, metric, mode))
-        return stored[best]
+        directory = checkpoint_dir(self.path, trial_id)
+        return best_stored(directory, rows, single(self.metric), self.mode)
 
 
 def metrics_of(row: Mapping[str, Any]) -> dict[str, float]:
