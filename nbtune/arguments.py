@@ -1,0 +1,34 @@
+"""Checks of the numbers users pass as arguments, each failing with one line that says what to
+pass instead.
+
+Every public entry point that takes a count (trials, workers, seeds, failures...) checks it
+here, so that `num_samples=0`, `max_workers=2.0` and `max_failures=True` get the same kind of
+answer wherever they are given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def is_whole_number(value: Any) -> bool:
+    """Whether `value` is an int (a bool is not a number of anything)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def whole_number(name: str, value: Any, *, minimum: int = 1, alternative: str = "") -> int:
+    """`value` if it is a whole number of at least `minimum`; else a ValueError that names
+    `name` and says what to pass (`alternative` adds what else is accepted, e.g.
+    ", or None to keep them all")."""
+    if is_whole_number(value) and value >= minimum:
+        return value
+    raise ValueError(f"{name}={value!r}: pass a whole number >= {minimum}{alternative}")
+
+
+def positive_seconds(name: str, value: Any) -> float | None:
+    """`value` as a positive number of seconds, or None (no limit)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name}={value!r}: pass a positive number of seconds (or None)")
+    return value
