@@ -14,6 +14,7 @@ every step.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -22,10 +23,27 @@ from nbtune.schedulers._base import Exploit
 from nbtune.trial import Trial, TrialStatus
 
 
+@dataclass(frozen=True)
+class Underway:
+    """What was on its way to a trial's worker when the worker let go of it (or suspended
+    it): the decision it had not yet carried out, who asked for a stop, and what the runner
+    meant to do once it arrived."""
+
+    pending: Decision | None = None
+    stopped_by: str | None = None
+    making_room: bool = False
+    resume_on_arrival: bool = False
+
+    @property
+    def stop(self) -> bool:
+        return self.pending is Decision.STOP
+
+
 @dataclass
 class LiveTrial:
     """The runtime facts of one trial that is not over; none is saved (a restored run starts
-    them afresh).
+    them afresh). Only this module assigns them, through the named transitions below; each
+    transition ends by checking what must hold of the record on its own (`check`).
 
     Attributes:
         on_worker: a worker holds the trial: from its launch until it ends, pauses by
@@ -61,6 +79,23 @@ class LiveTrial:
     timed_out: str | None = None
     fork_waiting: Exploit | None = None
 
+    # ----- what can happen to it ---------------------------------------------------------------
+
+    def launched(self, replay_until: int | None) -> None:
+        """A worker took the trial; its results up to `replay_until` (if any) are replayed."""
+        if replay_until is not None:
+            self.replay_until = max(replay_until, self.replay_until or 0)
+        self.on_worker = True
+        self.heard_at = time.monotonic()
+        self.check()
+
+    def heard(self, *, leaving: bool) -> None:
+        """Its worker said something; one that is `leaving` (it ended, paused, suspended,
+        failed or was lost) sends no more results unasked."""
+        self.heard_at = time.monotonic()
+        if leaving:
+            self.reporting_freely = False
+
     def ask(self, decision: Decision, stopped_by: str | None = None) -> None:
         """Have the trial take `decision` at its next report; a stop outranks a pause (and
         the room that pause would have made), and the first stop asked for stands, with who
@@ -71,11 +106,105 @@ class LiveTrial:
             self.making_room = False
             self.stopped_by = stopped_by
         self.pending = decision
+        self.check()
+
+    def told_decision(
+        self, decision: Decision, stopped_by: str | None, *, reporting_freely: bool
+    ) -> None:
+        """Its worker was told `decision` (a STOP asked for by `stopped_by`, unless a stop
+        was asked already), and whether its next results need not wait for an answer."""
+        if decision is Decision.STOP and self.pending is not Decision.STOP:
+            self.stopped_by = stopped_by
+        if decision is not Decision.CONTINUE:
+            self.told = decision
+            if decision is Decision.STOP or self.pending is decision:
+                self.pending = None
+            if decision is Decision.STOP:
+                self.making_room = False
+        self.reporting_freely = reporting_freely
+        self.check()
+
+    def nudged(self) -> None:
+        """Its worker was asked to make its next report wait for an answer."""
+        self.reporting_freely = False
 
     def drop_pause(self) -> None:
         """Forget a pause the user asked for (not one that makes room under a lower limit)."""
         if self.pending is Decision.PAUSE and not self.making_room:
             self.pending = None
+
+    def paused_by_user(self, *, running: bool) -> None:
+        """The user paused it: only the user resumes it. A `running` one pauses at its next
+        report, for the user rather than to make room, and stays paused once there."""
+        self.user_paused = True
+        if running:
+            self.resume_on_arrival = self.making_room = False
+            if self.told is not Decision.PAUSE:
+                self.ask(Decision.PAUSE)
+        self.check()
+
+    def resumed_by_user(self, *, running: bool) -> None:
+        """The user resumed it: a `running` one drops the pause it was asked for, or, told
+        already, resumes as soon as it arrives paused."""
+        self.user_paused = False
+        if not running:
+            self.resume_on_arrival = False
+            return
+        self.drop_pause()
+        if self.told is Decision.PAUSE and not self.making_room:
+            self.resume_on_arrival = True
+        self.check()
+
+    def resumed_in_place(self) -> None:
+        """A suspended trial goes on in its worker: its silence counts from now."""
+        self.heard_at = time.monotonic()
+
+    def make_room(self) -> None:
+        """Pause at the next report to give back its worker, under a lowered concurrency."""
+        self.making_room = True
+        self.ask(Decision.PAUSE)
+
+    def keep_place(self) -> None:
+        """No longer needs to make room: keep its worker."""
+        if self.making_room:
+            self.making_room = False
+            self.drop_pause()
+        self.check()
+
+    def replayed(self, iteration: int) -> None:
+        """It reported `iteration` again, after a restart; the replay ends at the last one
+        the log holds."""
+        if self.replay_until is not None and iteration >= self.replay_until:
+            self.replay_until = None
+
+    def killed_for_silence(self, error: str) -> None:
+        """Its worker was killed for saying nothing too long; it fails with `error` once the
+        worker is lost."""
+        self.timed_out = error
+        self.check()
+
+    def fork_at_end(self, request: Exploit) -> None:
+        """Start the scheduler's fork `request` once this trial has ended."""
+        self.fork_waiting = request
+
+    def suspended(self) -> Underway:
+        """It waits inside `report()`, keeping its worker: whatever was on its way to it is
+        carried out now, by the runner; return it."""
+        underway = self._underway()
+        self.making_room = self.resume_on_arrival = False
+        self.told = self.pending = self.stopped_by = None
+        self.check()
+        return underway
+
+    def let_go(self) -> Underway:
+        """No worker holds it any more: what was on its way to the worker lapses; return it."""
+        underway = self.suspended()
+        self.on_worker = self.reporting_freely = False
+        self.timed_out = None
+        return underway
+
+    def _underway(self) -> Underway:
+        return Underway(self.pending, self.stopped_by, self.making_room, self.resume_on_arrival)
 
     @property
     def leaving(self) -> bool:
@@ -84,6 +213,23 @@ class LiveTrial:
         if self.told is not None or self.pending is Decision.STOP:
             return True
         return self.pending is Decision.PAUSE and not self.making_room
+
+    def check(self) -> None:
+        """Raise AssertionError if the record contradicts itself (whatever its trial's
+        status; `TrialBook.check` checks it against the trial's record too)."""
+        name = f"trial {self.trial_id}: {self}"
+        assert self.on_worker or self.told is None, f"told a decision without a worker: {name}"
+        assert self.pending in (None, Decision.PAUSE, Decision.STOP), name
+        assert self.told is not Decision.CONTINUE, name
+        assert self.stopped_by is None or Decision.STOP in (self.pending, self.told), (
+            f"who stops it, without a stop: {name}"
+        )
+        assert not self.making_room or Decision.PAUSE in (self.pending, self.told), (
+            f"making room without a pause: {name}"
+        )
+        assert not self.resume_on_arrival or self.told is Decision.PAUSE, name
+        assert self.on_worker or not self.reporting_freely, name
+        assert self.on_worker or self.timed_out is None, name
 
 
 class TrialBook:
@@ -114,9 +260,11 @@ class TrialBook:
         if not trial.status.is_finished:
             self.live.setdefault(trial.trial_id, LiveTrial(trial.trial_id))
 
-    def facts(self, trial_id: int) -> LiveTrial:
-        """The runtime facts of a live trial; a finished one gets a blank, unstored record."""
-        return self.live.get(trial_id) or LiveTrial(trial_id)
+    def heard(self, trial_id: int, *, leaving: bool) -> None:
+        """A worker said something of `trial_id` (see `LiveTrial.heard`)."""
+        live = self.live.get(trial_id)
+        if live is not None:
+            live.heard(leaving=leaving)
 
     def ended(self, trial_id: int) -> Exploit | None:
         """The trial has ended: drop what it was asked to do, and its record once its worker
@@ -133,16 +281,15 @@ class TrialBook:
         self._forget_if_over(trial_id)
         return fork
 
-    def left_worker(self, trial_id: int) -> None:
+    def left_worker(self, trial_id: int) -> Underway:
         """The trial's worker has let go of it, or will say nothing more about it: whatever
-        was on its way to that worker lapses."""
+        was on its way to that worker lapses; return it."""
         live = self.live.get(trial_id)
         if live is None:
-            return
-        live.on_worker = live.reporting_freely = False
-        live.making_room = live.resume_on_arrival = False
-        live.told = live.pending = live.stopped_by = live.timed_out = None
+            return Underway()
+        underway = live.let_go()
         self._forget_if_over(trial_id)
+        return underway
 
     def _forget_if_over(self, trial_id: int) -> None:
         if self.trials[trial_id].status.is_finished and not self.live[trial_id].on_worker:
@@ -194,14 +341,9 @@ class TrialBook:
         running.sort(key=lambda trial: trial.started_at or 0.0, reverse=True)
         excess = max(0, staying - max_concurrent)
         for trial in running[:excess]:
-            live = self.live[trial.trial_id]
-            live.making_room = True
-            live.ask(Decision.PAUSE)
+            self.live[trial.trial_id].make_room()
         for trial in running[excess:]:
-            live = self.live[trial.trial_id]
-            if live.making_room:
-                live.making_room = False
-                live.drop_pause()
+            self.live[trial.trial_id].keep_place()
 
     def on_the_clock(self) -> list[LiveTrial]:
         """The running trials whose silence counts towards a timeout (not those already
@@ -241,19 +383,9 @@ def _check_live(trial: Trial, live: LiveTrial) -> None:
     name = f"trial {trial.trial_id} ({trial.status}, paused_by={trial.paused_by}): {live}"
     running = trial.status is TrialStatus.RUNNING
     suspended = trial.status is TrialStatus.PAUSED and trial.paused_by == "suspend"
+    live.check()
     assert live.trial_id == trial.trial_id, name
     assert live.on_worker or not (running or suspended), f"no worker holds {name}"
-    assert live.on_worker or live.told is None, f"told a decision without a worker: {name}"
-    assert live.pending in (None, Decision.PAUSE, Decision.STOP), name
     assert running or live.pending is None, f"a decision pending for a trial not running: {name}"
-    assert live.told is not Decision.CONTINUE, name
-    assert live.stopped_by is None or Decision.STOP in (live.pending, live.told), (
-        f"who stops it, without a stop: {name}"
-    )
-    assert not live.making_room or (running and Decision.PAUSE in (live.pending, live.told)), (
-        f"making room without a pause: {name}"
-    )
-    assert not live.resume_on_arrival or live.told is Decision.PAUSE, name
-    assert live.on_worker or not live.reporting_freely, name
-    assert live.on_worker or live.timed_out is None, name
+    assert not live.making_room or running, f"making room while not running: {name}"
     assert live.replay_until is None or live.replay_until > trial.iteration, name

@@ -1,34 +1,45 @@
 """What the user, and a scheduler's requests, can ask of a live run: pause, resume, stop, fork,
-and how many trials run at once.
+add a trial, how many trials run at once, and the run's end.
 
 Every method runs on the runner thread: the Tuner sends it through `TrialRunner.call`, and
 the runner calls it itself for the scheduler. A trial that holds a worker hears of a command
-at its next report; one that holds none is changed at once.
+at its next report; one that holds none is changed at once. Commands work through the parts
+below them (the ledger, admission, the book); what the scheduler asks in return waits in its
+requests, which the runner carries out after each command.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from nbtune.admission import Admission
+from nbtune.ending import RunEnd
 from nbtune.errors import IllegalTransitionError, TrialNotFoundError
 from nbtune.events import CommandApplied, TrialResumed
+from nbtune.ledger import Ledger
 from nbtune.protocol import Decision
+from nbtune.run_state import RunFlags
 from nbtune.trial import Trial, TrialStatus
-
-if TYPE_CHECKING:
-    from nbtune.runner import TrialRunner
 
 
 class RunControl:
-    """The commands of one run, carried out on its runner."""
+    """The commands of one run, carried out on its parts."""
 
-    def __init__(self, runner: TrialRunner) -> None:
-        self._runner = runner
-        self._book = runner.book
-        self.paused_all = False
+    def __init__(
+        self, *, ledger: Ledger, admission: Admission, ending: RunEnd, flags: RunFlags
+    ) -> None:
+        self._ledger = ledger
+        self._admission = admission
+        self._ending = ending
+        self._book = ledger.book
+        self._flags = flags
+
+    @property
+    def paused_all(self) -> bool:
         """Whether the whole experiment is held: no trial starts."""
+        return self._flags.paused_all
 
     def apply_command(
         self, name: str, arguments: Mapping[str, Any], command: Callable[[], Any]
@@ -41,8 +52,8 @@ class RunControl:
             error = str(exc)
             raise
         finally:
-            self._runner.storage.append_command(name, arguments, error)
-            self._runner.bus.publish(CommandApplied(name, dict(arguments), error))
+            self._ledger.storage.append_command(name, arguments, error)
+            self._ledger.bus.publish(CommandApplied(name, dict(arguments), error))
 
     def trial(self, trial_id: Any) -> Trial:
         """The trial with `trial_id`, or a TrialNotFoundError that lists the valid ids."""
@@ -63,40 +74,33 @@ class RunControl:
                 f"trial {trial_id} has ended ({trial.status}); only a pending or running trial "
                 "can be paused"
             )
-        live = self._book.live[trial_id]
-        live.user_paused = True
-        if trial.status is TrialStatus.RUNNING:
-            live.resume_on_arrival = live.making_room = False
-            if live.told is not Decision.PAUSE:
-                live.ask(Decision.PAUSE)
-        elif trial.status is TrialStatus.PENDING:
+        self._book.live[trial_id].paused_by_user(running=trial.status is TrialStatus.RUNNING)
+        if trial.status is TrialStatus.PENDING:
             self._book.queue.remove(trial_id)
-            self._runner.to_paused(trial, trial.waits_by)
+            self._ledger.to_paused(trial, trial.waits_by)
 
     def resume_trial(self, trial_id: int) -> None:
         """Resume a paused trial: in its worker if suspended, else from its checkpoint."""
         trial = self.trial(trial_id)
-        live = self._book.facts(trial_id)
-        live.user_paused = False
-        if trial.status is TrialStatus.RUNNING:
-            live.drop_pause()
-            if live.told is Decision.PAUSE and not live.making_room:
-                live.resume_on_arrival = True
+        live = self._book.live.get(trial_id)
+        running = trial.status is TrialStatus.RUNNING
+        if live is not None:
+            live.resumed_by_user(running=running)
+        if running:
             return
         if trial.status is not TrialStatus.PAUSED:
             raise IllegalTransitionError(
                 f"trial {trial_id} is {trial.status}; only a paused trial can be resumed"
             )
-        live.resume_on_arrival = False
         if trial.paused_by == "suspend":
             trial = trial.evolve(status=TrialStatus.RUNNING, paused_by=None, started_at=time.time())
-            self._runner.record(trial)
-            self._runner.reply(trial, Decision.CONTINUE)
-            live.heard_at = time.monotonic()
+            self._ledger.record(trial)
+            self._ledger.reply(trial, Decision.CONTINUE)
+            live.resumed_in_place()
         else:
-            self._runner.record(trial.evolve(status=TrialStatus.PENDING, paused_by=None))
+            self._ledger.record(trial.evolve(status=TrialStatus.PENDING, paused_by=None))
             self._book.enqueue(trial_id, "ahead" if trial.has_checkpoint else "first")
-        self._runner.bus.publish(TrialResumed(trial_id))
+        self._ledger.bus.publish(TrialResumed(trial_id))
 
     def stop_trial(
         self, trial_id: int, force: bool = False, stopped_by: str | None = "user"
@@ -109,31 +113,29 @@ class RunControl:
         trial = self.trial(trial_id)
         if trial.status.is_finished:
             raise IllegalTransitionError(f"trial {trial_id} has already ended ({trial.status})")
-        executor = self._runner.executor
-        if trial.status is TrialStatus.RUNNING:
-            self._book.live[trial_id].ask(Decision.STOP, stopped_by)
-            if force and executor.can_kill_trial:
-                executor.kill(trial_id)
-            return
-        if trial.paused_by == "suspend":
-            self._runner.reply(trial, Decision.STOP)
-        self._runner.end(trial, TrialStatus.TERMINATED, stopped_by=stopped_by)
+        self._ledger.stop(trial, stopped_by=stopped_by, force=force)
 
     def pause_all(self) -> None:
         """Hold the whole experiment: every trial pauses and none starts."""
-        self.paused_all = True
+        self._flags.paused_all = True
         for trial in self._book:
             if trial.status in (TrialStatus.PENDING, TrialStatus.RUNNING):
                 self.pause_trial(trial.trial_id)
 
     def resume_all(self) -> None:
         """Let the experiment go on: every paused trial resumes, new ones may start."""
-        self.paused_all = False
+        self._flags.paused_all = False
         for trial in self._book:
-            live = self._book.facts(trial.trial_id)
-            if trial.status is TrialStatus.PAUSED or live.told is Decision.PAUSE:
+            live = self._book.live.get(trial.trial_id)
+            told_to_pause = live is not None and live.told is Decision.PAUSE
+            if trial.status is TrialStatus.PAUSED or told_to_pause:
                 self.resume_trial(trial.trial_id)
-            live.drop_pause()
+            if live is not None:
+                live.drop_pause()
+
+    def add_trial(self, config: Mapping[str, Any]) -> int:
+        """Queue a hand-picked configuration; return its id."""
+        return self._admission.add_trial(config)
 
     def fork(self, trial_id: int, config: Mapping[str, Any]) -> int:
         """Start a new trial with `config` from trial `trial_id`'s latest checkpoint."""
@@ -143,7 +145,7 @@ class RunControl:
                 f"trial {trial_id} has no checkpoint to fork from; its trainable must pass "
                 "checkpoint=... to nbtune.report (or implement save_checkpoint)"
             )
-        return self._runner.add_trial(config, parent=parent, origin="fork")
+        return self._admission.add_trial(config, parent=parent, origin="fork")
 
     def set_max_concurrent(self, max_concurrent: int) -> None:
         """Change how many trials run at once.
@@ -152,6 +154,12 @@ class RunControl:
         next report: by checkpoint, going back to the head of the queue. A trial that cannot
         checkpoint keeps its worker until it ends.
         """
-        self._runner.max_concurrent = max_concurrent
-        self._runner.executor.resize(max_concurrent)
-        self._book.make_room(max_concurrent)
+        self._admission.set_max_concurrent(max_concurrent)
+
+    def stop_run(self) -> None:
+        """End the whole run gracefully (see `RunEnd.request`)."""
+        self._ending.request()
+
+    def extend(self, num_samples: int) -> None:
+        """Let the searcher suggest `num_samples` more trials."""
+        self._admission.extend(num_samples)

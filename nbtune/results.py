@@ -19,12 +19,10 @@ from nbtune.objectives import is_several, pareto_trials, single
 from nbtune.retention import best_stored
 from nbtune.space import SearchSpace
 from nbtune.storage import checkpoint_dir
-from nbtune.trial import Trial, TrialStatus, better_of
+from nbtune.trial import RESULT_KEYS, Trial, TrialStatus, better_of
 
 if TYPE_CHECKING:
     import pandas as pd
-
-RESULT_KEYS = ("trial_id", "training_iteration", "timestamp", "time_total_s")
 
 
 def trials_frame(

@@ -27,8 +27,9 @@ from nbtune.protocol import (
     WorkerResult,
     WorkerSuspended,
 )
+from nbtune.trial import RESULT_KEYS
 
-RESERVED_KEYS = frozenset({"trial_id", "training_iteration", "timestamp", "time_total_s"})
+RESERVED_KEYS = frozenset(RESULT_KEYS)
 
 
 class Channel(Protocol):

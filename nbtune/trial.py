@@ -49,6 +49,10 @@ STOPPED_BY = {
 """Every value of `Trial.stopped_by`, and what it means."""
 
 
+RESULT_KEYS = ("trial_id", "training_iteration", "timestamp", "time_total_s")
+"""The keys nbtune adds to every reported result; a trainable may not report them itself."""
+
+
 _TRANSITIONS: dict[TrialStatus, frozenset[TrialStatus]] = {
     TrialStatus.PENDING: frozenset(
         {TrialStatus.RUNNING, TrialStatus.PAUSED, TrialStatus.TERMINATED, TrialStatus.ERROR}
@@ -130,6 +134,18 @@ class Trial:
         evolved = object.__new__(type(self))
         evolved.__dict__.update(self.__dict__, **changes)
         return evolved
+
+    def next_result(self, timestamp: float, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """The row of the trial's next result, reported at `timestamp` (epoch seconds): the
+        `metrics` under nbtune's own keys (`RESULT_KEYS`)."""
+        running_for = max(0.0, timestamp - self.started_at) if self.started_at else 0.0
+        return {
+            "trial_id": self.trial_id,
+            "training_iteration": self.iteration + 1,
+            "timestamp": timestamp,
+            "time_total_s": self.runtime_s + running_for,
+            **metrics,
+        }
 
     def with_result(
         self, result: Mapping[str, Any], metric: str | Sequence[str] | None, mode: Any

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextvars
 import copy
 import os
@@ -12,7 +11,6 @@ import shutil
 import sys
 import threading
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,8 +19,9 @@ from typing import Any
 
 from nbtune import objectives
 from nbtune.analysis import ExperimentAnalysis, load
+from nbtune.arguments import positive_seconds, whole_number
 from nbtune.define_by_run import DefineByRunSpace
-from nbtune.errors import RunEndedError, TrialNotFoundError
+from nbtune.errors import TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
 from nbtune.executors._shared import check_picklable
@@ -31,12 +30,14 @@ from nbtune.front_end import SummarySlot
 from nbtune.progress import ProgressLine
 from nbtune.resources import TrialResources
 from nbtune.results import ResultsView
+from nbtune.run_state import RunState
 from nbtune.runner import TrialRunner
 from nbtune.schedulers._base import Scheduler
 from nbtune.schedulers.fifo import FIFOScheduler
 from nbtune.search._base import Searcher
 from nbtune.search.random import RandomSearch
 from nbtune.space import SearchSpace
+from nbtune.steering import COMMAND_TIMEOUT_S, Steering, concurrency
 from nbtune.stopping import StopCriteria, StopFunction
 from nbtune.storage import (
     ExperimentReader,
@@ -49,9 +50,6 @@ from nbtune.trial import Trial, TrialStatus
 
 _NAME = re.compile(r"[\w.\-]+")
 _NAME_MAX_BYTES = 255
-_COMMAND_TIMEOUT_S = 10.0
-_MAX_CONCURRENT = 1024
-"""The most trials at once a Tuner takes: beyond it, a count is a typo, not a plan."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ class TunerStatus:
         return f"<{self.state}{' (live)' if self.live else ''}: {counts or 'no trials'}>"
 
 
-class Tuner(ResultsView):
+class Tuner(ResultsView, Steering):
     """Tunes `trainable` over `space`, on a background thread, in parallel worker processes.
 
     `start()` returns at once and the run goes on while you work; `wait()` blocks until it
@@ -172,10 +170,10 @@ class Tuner(ResultsView):
     ) -> None:
         _check_trainable(trainable)
         metric, mode = objectives.checked(metric, mode)
-        self.num_samples = _positive_int("num_samples", num_samples)
-        self.max_concurrent = _concurrency(max_concurrent or os.cpu_count())
-        self.time_budget_s = _positive_seconds("time_budget_s", time_budget_s)
-        self.trial_timeout_s = _positive_seconds("trial_timeout_s", trial_timeout_s)
+        self.num_samples = whole_number("num_samples", num_samples)
+        self.max_concurrent = concurrency(max_concurrent or os.cpu_count())
+        self.time_budget_s = positive_seconds("time_budget_s", time_budget_s)
+        self.trial_timeout_s = positive_seconds("trial_timeout_s", trial_timeout_s)
         self.keep_checkpoints = _checkpoints_to_keep(keep_checkpoints)
         self.trainable = trainable
         self.metric = metric
@@ -191,7 +189,7 @@ class Tuner(ResultsView):
         self._previous = _previous_run(self.path) if resume else None
         saved = {} if self._previous is None else self._previous.state()
         self.space = saved["space"] if space is None and "space" in saved else _search_space(space)
-        self.seed = secrets.randbits(31) if seed is None else _non_negative_int("seed", seed)
+        self.seed = secrets.randbits(31) if seed is None else whole_number("seed", seed, minimum=0)
         self.space.config(0, self.seed)
         self.points_to_evaluate = _checked_points(self.space, points_to_evaluate)
         self.warm_start = _earlier_trials(warm_start)
@@ -209,7 +207,7 @@ class Tuner(ResultsView):
             self.resources.check(self.executor.cpus(), self.executor.gpus())
         self.should_stop = StopCriteria(stop, metric, mode)
         self.fail_fast = fail_fast
-        self.max_failures = _non_negative_int("max_failures", max_failures)
+        self.max_failures = whole_number("max_failures", max_failures, minimum=0)
         self._check_free_name()
         if getattr(self.executor, "pickles_trainable", True):
             _check_picklable(trainable)
@@ -302,7 +300,7 @@ class Tuner(ResultsView):
         """
         runner = self._started_runner()
         try:
-            ended = runner.done.wait(timeout)
+            ended = runner.wait(timeout)
         except KeyboardInterrupt:
             ended = self._stop_after_interrupt(runner)
         if not ended:
@@ -317,18 +315,18 @@ class Tuner(ResultsView):
 
     def _stop_after_interrupt(self, runner: TrialRunner) -> bool:
         try:
-            runner.call(lambda: runner.request_stop(hold=True)).result(_COMMAND_TIMEOUT_S)
+            runner.call(lambda: runner.request_stop(hold=True)).result(COMMAND_TIMEOUT_S)
             print(
                 f"nbtune: interrupted; {self.name!r} pauses its trials at their next report and "
                 "stops (interrupt again to end them at once)",
                 file=sys.stderr,
                 flush=True,
             )
-            runner.done.wait()
+            runner.wait()
         except KeyboardInterrupt:
             runner.call(lambda: runner.request_stop(hold=True))
             self.executor.abandon()
-            runner.done.wait()
+            runner.wait()
         print(
             f"nbtune: {self.name!r} stopped; carry it on with nbtune.Tuner.restore("
             f"{str(self.path)!r}, {_trainable_name(self.trainable)})",
@@ -367,66 +365,6 @@ class Tuner(ResultsView):
             trainable, name=spec["name"], storage_path=reader.path.parent, resume=True, **options
         )
 
-    # ----- steering a live run (from any thread) -----------------------------------------------
-
-    def pause(self, *trial_ids: int | str) -> None:
-        """Pause trials: `pause(3)`, `pause(3, 5)`, or `pause("all")` (see `pause_all`).
-
-        A running trial pauses at its next report: by checkpoint if it can (its worker goes to
-        the next waiting trial), else suspended inside `report()` (it keeps its worker). A
-        waiting trial pauses at once. `dataframe()` shows which in `paused_by`.
-        """
-        if trial_ids == ("all",):
-            self.pause_all()
-            return
-        self._command("pause", self._for_each(trial_ids, "pause_trial"), trial_ids=trial_ids)
-
-    def resume(self, *trial_ids: int | str) -> None:
-        """Resume paused trials: `resume(3)`, `resume(3, 5)` or `resume("all")`.
-
-        A checkpointed trial rejoins the queue ahead of new trials and goes on from its
-        checkpoint, its iterations continuing without a gap or a repeat; a suspended trial
-        simply continues.
-        """
-        if trial_ids == ("all",):
-            self.resume_all()
-            return
-        self._command("resume", self._for_each(trial_ids, "resume_trial"), trial_ids=trial_ids)
-
-    def stop(self, *trial_ids: int | str, force: bool = False) -> None:
-        """End trials (`stop(4)`), or with no ids (or "all") end the whole run gracefully.
-
-        A running trial ends at its next report, keeping its results (TERMINATED).
-        `force=True` kills it at once where the executor can; where it cannot, nbtune warns
-        and the trial still stops at its next report. Ending the run saves its state and
-        releases the workers; trials paused by checkpoint stay resumable. Stopping a run
-        that has already ended does nothing.
-        """
-        if trial_ids in ((), ("all",)):
-            runner = self._started_runner()
-            try:
-                self._command("stop_run", runner.request_stop)
-            except RunEndedError:
-                if runner.state == "running":
-                    raise
-            return
-        if force and not self.executor.can_kill_trial:
-            warnings.warn(
-                f"{type(self.executor).__name__} cannot kill a single trial; "
-                f"trial(s) {', '.join(map(str, trial_ids))} stop at their next report",
-                stacklevel=2,
-            )
-        command = self._for_each(trial_ids, "stop_trial", force=force)
-        self._command("stop", command, trial_ids=trial_ids, force=force)
-
-    def pause_all(self) -> None:
-        """Hold the whole experiment: every trial pauses and none starts until `resume_all`."""
-        self._command("pause_all", self._started_runner().control.pause_all)
-
-    def resume_all(self) -> None:
-        """Resume every paused trial and let new trials start again."""
-        self._command("resume_all", self._started_runner().control.resume_all)
-
     def add_trial(self, config: Mapping[str, Any]) -> int:
         """Queue a hand-picked configuration (it must name every parameter); return its id.
 
@@ -438,53 +376,13 @@ class Tuner(ResultsView):
         if self._runner is None:
             self._early_trials.append(config)
             return self._trials_before_start() + len(self._early_trials) - 1
-        runner = self._runner
-        return self._command("add_trial", lambda: runner.add_trial(config), config=config)
+        return self._command("add_trial", lambda control: control.add_trial(config), config=config)
 
     def _trials_before_start(self) -> int:
         """How many trials the run has when it starts: those of the run it carries on."""
         if self._previous is None:
             return 0
         return len(self._previous.trials(self._previous.results(), self.metric, self.mode))
-
-    def fork(self, trial_id: int, changes: Mapping[str, Any] | None = None) -> int:
-        """Start a new trial from `trial_id`'s latest checkpoint with some values changed.
-
-        For example `tuner.fork(3, {"lr": 0.005})`: hand-driven population-based training.
-        The new trial's iterations continue from the checkpoint's; its `parent` is 3.
-        Returns the new trial's id.
-        """
-        changes = dict(changes or {})
-        unknown = set(SearchSpace.flatten(changes)) - set(self.space.parameter_names)
-        if unknown:
-            raise ValueError(
-                f"fork({trial_id}, ...): {', '.join(map(repr, sorted(unknown)))} is not a "
-                f"parameter of the search space; use {', '.join(self.space.parameter_names)}"
-            )
-        runner = self._started_runner()
-
-        def fork() -> int:
-            config = _merged(runner.control.trial(trial_id).config, changes)
-            return runner.control.fork(trial_id, config)
-
-        return self._command("fork", fork, trial_id=trial_id, changes=changes)
-
-    def set_max_concurrent(self, max_concurrent: int) -> None:
-        """Change how many trials run at once, at once (running trials are not interrupted)."""
-        max_concurrent = _concurrency(max_concurrent)
-        runner = self._started_runner()
-        self._command(
-            "set_max_concurrent",
-            lambda: runner.control.set_max_concurrent(max_concurrent),
-            max_concurrent=max_concurrent,
-        )
-        self.max_concurrent = max_concurrent
-
-    def extend(self, num_samples: int) -> None:
-        """Let the searcher suggest `num_samples` more configurations."""
-        num_samples = _positive_int("num_samples", num_samples)
-        runner = self._started_runner()
-        self._command("extend", lambda: runner.extend(num_samples), num_samples=num_samples)
 
     @property
     def status(self) -> TunerStatus:
@@ -498,7 +396,7 @@ class Tuner(ResultsView):
     def live(self) -> bool:
         """Whether the run has started and not yet ended."""
         runner = self._runner
-        return runner is not None and not runner.done.is_set()
+        return runner is not None and not runner.ended
 
     @property
     def planned_trials(self) -> int | None:
@@ -515,68 +413,21 @@ class Tuner(ResultsView):
         runner = self._runner
         if runner is None:
             return None
-        with runner.lock:
-            if runner.done.is_set():
-                return sum(trial.origin == "searcher" for trial in runner.trials.values())
-            return self.searcher.planned_trials
-
-    def _for_each(self, trial_ids: Sequence[Any], method: str, **options: Any) -> Callable:
-        if not trial_ids:
-            raise ValueError(f"{method.split('_')[0]}() needs trial ids, e.g. (3) or (3, 5)")
-        runner = self._started_runner()
-
-        def command() -> None:
-            for trial_id in trial_ids:
-                runner.control.trial(trial_id)
-            for trial_id in trial_ids:
-                getattr(runner.control, method)(trial_id, **options)
-
-        return command
-
-    def _command(self, name: str, command: Callable[[], Any], **arguments: Any) -> Any:
-        """Run `command` on the runner thread, logged as `name(**arguments)`; wait for it.
-
-        What the command changed is on disk before it is acknowledged (the searcher's and
-        scheduler's state too, which the runner otherwise saves now and then), so a driver
-        killed just after `extend(4)` returned still has those samples when restored. A
-        command sent from the runner thread itself (by a subscriber) runs at once: queued, it
-        would wait for the very thread that waits for it.
-        """
-        runner = self._started_runner()
-        if runner.done.is_set():
-            raise RunEndedError(
-                f"the run {self.name!r} has ended ({runner.state}); start a new Tuner "
-                "(or Tuner.restore) to go on"
-            )
-
-        def apply() -> Any:
-            result = runner.control.apply_command(name, arguments, command)
-            runner.storage.write_state(runner.saved_state())
-            return result
-
-        if threading.current_thread() is self._thread:
-            return apply()
-        try:
-            future = runner.call(apply)
-            return future.result(timeout=_COMMAND_TIMEOUT_S)
-        except concurrent.futures.TimeoutError:
-            raise RunEndedError(
-                f"the runner of {self.name!r} did not answer within {_COMMAND_TIMEOUT_S:.0f} s"
-            ) from None
+        if runner.ended:
+            return runner.suggested_trials()
+        return self.searcher.planned_trials
 
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
         """Call `callback(event)` for every event from now on; returns an unsubscribe function."""
         return self.bus.subscribe(callback)
 
     @property
-    def state(self) -> str:
+    def state(self) -> RunState:
         """ "pending" (not started), "running", "paused" (live, but nothing runs and nothing
         starts by itself: after `pause_all`, or once each trial is paused by hand and no new
         one starts in their place), "finished", "stopped" or "failed"."""
         runner = self._runner
-        if runner is None:
-            return "pending"
-        return "paused" if runner.holds_every_trial() else runner.state
+        return RunState.PENDING if runner is None else runner.state
 
     @property
     def trials(self) -> list[Trial]:
@@ -592,8 +443,7 @@ class Tuner(ResultsView):
         runner = self._runner
         if runner is None:
             raise TrialNotFoundError(f"there is no trial {trial_id!r}; the run has not started")
-        with runner.lock:
-            return runner.control.trial(trial_id)
+        return runner.trial(trial_id)
 
     # ----- results ----------------------------------------------------------------------------
 
@@ -601,8 +451,7 @@ class Tuner(ResultsView):
         runner = self._runner
         if runner is None:
             return (), ()
-        with runner.lock:
-            return tuple(runner.trials.values()), runner.results[:]
+        return runner.snapshot()
 
     def _best_row(self) -> Mapping[str, Any] | None:
         self._require_metric()
@@ -751,55 +600,10 @@ def _trainable_name(trainable: object) -> str:
     return getattr(trainable, "__name__", type(trainable).__name__)
 
 
-def _merged(config: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
-    """`config` with `changes` applied, nested dicts merged key by key."""
-    merged = copy.deepcopy(dict(config))
-    for key, value in changes.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merged(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}={value!r}: pass a whole number >= 1")
-    return value
-
-
 def _checkpoints_to_keep(value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"keep_checkpoints={value!r}: pass a whole number >= 1, or None to keep them all"
-        )
-    return value
-
-
-def _concurrency(value: Any) -> int:
-    """`value` as a number of trials at once: a whole number, and not so many that the machine
-    (or the executor's pool) would be asked for an absurd number of workers."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > _MAX_CONCURRENT:
-        raise ValueError(
-            f"max_concurrent={value!r}: pass a whole number from 1 to {_MAX_CONCURRENT}"
-        )
-    return _positive_int("max_concurrent", value)
-
-
-def _non_negative_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name}={value!r}: pass a whole number >= 0")
-    return value
-
-
-def _positive_seconds(name: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name}={value!r}: pass a positive number of seconds (or None)")
-    return value
+    return whole_number("keep_checkpoints", value, alternative=", or None to keep them all")
 
 
 def _in_notebook() -> bool:

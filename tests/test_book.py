@@ -267,7 +267,7 @@ class BookUnderFire(RuleBasedStateMachine):
     def resume_all(self):
         self._command(self.runner.control.resume_all)
 
-    @precondition(lambda self: self.runner._stopping is None)
+    @precondition(lambda self: self.runner.flags.ending is None)
     @rule(hold=st.booleans())
     def end_run(self, hold):
         self._command(lambda: self.runner.request_stop(hold=hold))

@@ -1,0 +1,206 @@
+"""Steering a live run: the commands a user sends it from any thread.
+
+`Tuner` takes these methods from `Steering`: each checks its arguments on the caller's thread,
+then runs on the runner thread through `TrialRunner.call` (see `RunControl`), logged in the
+experiment's journal, and returns once it has taken effect.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import functools
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from nbtune.arguments import whole_number
+from nbtune.control import RunControl
+from nbtune.errors import RunEndedError
+from nbtune.executors._base import Executor
+from nbtune.run_state import RunState
+from nbtune.runner import TrialRunner
+from nbtune.space import SearchSpace
+
+Command = Callable[[RunControl], Any]
+"""What the user asks of a run, as a function of its `RunControl`, run on the runner thread."""
+
+COMMAND_TIMEOUT_S = 10.0
+"""How long a command waits for the runner to carry it out."""
+MAX_CONCURRENT = 1024
+"""The most trials at once a Tuner takes: beyond it, a count is a typo, not a plan."""
+
+
+class Steering:
+    """The commands of a live run, for `Tuner`: pause, resume and stop trials or the whole run,
+    fork a trial, change how many run at once, let the searcher suggest more."""
+
+    name: str
+    space: SearchSpace
+    executor: Executor
+    max_concurrent: int
+    _thread: threading.Thread | None
+
+    def _started_runner(self) -> TrialRunner:
+        raise NotImplementedError
+
+    def pause(self, *trial_ids: int | str) -> None:
+        """Pause trials: `pause(3)`, `pause(3, 5)`, or `pause("all")` (see `pause_all`).
+
+        A running trial pauses at its next report: by checkpoint if it can (its worker goes to
+        the next waiting trial), else suspended inside `report()` (it keeps its worker). A
+        waiting trial pauses at once. `dataframe()` shows which in `paused_by`.
+        """
+        if trial_ids == ("all",):
+            self.pause_all()
+            return
+        self._command(
+            "pause", _for_each(trial_ids, "pause", RunControl.pause_trial), trial_ids=trial_ids
+        )
+
+    def resume(self, *trial_ids: int | str) -> None:
+        """Resume paused trials: `resume(3)`, `resume(3, 5)` or `resume("all")`.
+
+        A checkpointed trial rejoins the queue ahead of new trials and goes on from its
+        checkpoint, its iterations continuing without a gap or a repeat; a suspended trial
+        simply continues.
+        """
+        if trial_ids == ("all",):
+            self.resume_all()
+            return
+        command = _for_each(trial_ids, "resume", RunControl.resume_trial)
+        self._command("resume", command, trial_ids=trial_ids)
+
+    def stop(self, *trial_ids: int | str, force: bool = False) -> None:
+        """End trials (`stop(4)`), or with no ids (or "all") end the whole run gracefully.
+
+        A running trial ends at its next report, keeping its results (TERMINATED).
+        `force=True` kills it at once where the executor can; where it cannot, nbtune warns
+        and the trial still stops at its next report. Ending the run saves its state and
+        releases the workers; trials paused by checkpoint stay resumable. Stopping a run
+        that has already ended does nothing.
+        """
+        if trial_ids in ((), ("all",)):
+            try:
+                self._command("stop_run", lambda control: control.stop_run())
+            except RunEndedError:
+                if self._started_runner().state is RunState.RUNNING:
+                    raise
+            return
+        if force and not self.executor.can_kill_trial:
+            warnings.warn(
+                f"{type(self.executor).__name__} cannot kill a single trial; "
+                f"trial(s) {', '.join(map(str, trial_ids))} stop at their next report",
+                stacklevel=2,
+            )
+        stop_trial = functools.partial(RunControl.stop_trial, force=force)
+        command = _for_each(trial_ids, "stop", stop_trial)
+        self._command("stop", command, trial_ids=trial_ids, force=force)
+
+    def pause_all(self) -> None:
+        """Hold the whole experiment: every trial pauses and none starts until `resume_all`."""
+        self._command("pause_all", RunControl.pause_all)
+
+    def resume_all(self) -> None:
+        """Resume every paused trial and let new trials start again."""
+        self._command("resume_all", RunControl.resume_all)
+
+    def fork(self, trial_id: int, changes: Mapping[str, Any] | None = None) -> int:
+        """Start a new trial from `trial_id`'s latest checkpoint with some values changed.
+
+        For example `tuner.fork(3, {"lr": 0.005})`: hand-driven population-based training.
+        The new trial's iterations continue from the checkpoint's; its `parent` is 3.
+        Returns the new trial's id.
+        """
+        changes = dict(changes or {})
+        unknown = set(SearchSpace.flatten(changes)) - set(self.space.parameter_names)
+        if unknown:
+            raise ValueError(
+                f"fork({trial_id}, ...): {', '.join(map(repr, sorted(unknown)))} is not a "
+                f"parameter of the search space; use {', '.join(self.space.parameter_names)}"
+            )
+
+        def fork(control: RunControl) -> int:
+            config = _merged(control.trial(trial_id).config, changes)
+            return control.fork(trial_id, config)
+
+        return self._command("fork", fork, trial_id=trial_id, changes=changes)
+
+    def set_max_concurrent(self, max_concurrent: int) -> None:
+        """Change how many trials run at once, at once (running trials are not interrupted)."""
+        max_concurrent = concurrency(max_concurrent)
+        self._command(
+            "set_max_concurrent",
+            lambda control: control.set_max_concurrent(max_concurrent),
+            max_concurrent=max_concurrent,
+        )
+        self.max_concurrent = max_concurrent
+
+    def extend(self, num_samples: int) -> None:
+        """Let the searcher suggest `num_samples` more configurations."""
+        num_samples = whole_number("num_samples", num_samples)
+        command = lambda control: control.extend(num_samples)  # noqa: E731
+        self._command("extend", command, num_samples=num_samples)
+
+    def _command(self, name: str, command: Command, **arguments: Any) -> Any:
+        """Run `command` on the runner thread, logged as `name(**arguments)`; wait for it.
+
+        What the command changed is on disk before it is acknowledged (the searcher's and
+        scheduler's state too, which the runner otherwise saves now and then), so a driver
+        killed just after `extend(4)` returned still has those samples when restored. A
+        command sent from the runner thread itself (by a subscriber) runs at once: queued, it
+        would wait for the very thread that waits for it.
+        """
+        runner = self._started_runner()
+        if runner.ended:
+            raise RunEndedError(
+                f"the run {self.name!r} has ended ({runner.state}); start a new Tuner "
+                "(or Tuner.restore) to go on"
+            )
+        if threading.current_thread() is self._thread:
+            return runner.apply_command(name, arguments, command)
+        try:
+            future = runner.call(lambda: runner.apply_command(name, arguments, command))
+            return future.result(timeout=COMMAND_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            raise RunEndedError(
+                f"the runner of {self.name!r} did not answer within {COMMAND_TIMEOUT_S:.0f} s"
+            ) from None
+
+
+def _for_each(
+    trial_ids: Sequence[Any], verb: str, act: Callable[[RunControl, Any], None]
+) -> Command:
+    """A command that acts on each of `trial_ids`, once every one of them is known to exist."""
+    if not trial_ids:
+        raise ValueError(f"{verb}() needs trial ids, e.g. (3) or (3, 5)")
+
+    def command(control: RunControl) -> None:
+        for trial_id in trial_ids:
+            control.trial(trial_id)
+        for trial_id in trial_ids:
+            act(control, trial_id)
+
+    return command
+
+
+def _merged(config: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` with `changes` applied, nested dicts merged key by key."""
+    merged = copy.deepcopy(dict(config))
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def concurrency(value: Any) -> int:
+    """`value` as a number of trials at once: a whole number, and not so many that the machine
+    (or the executor's pool) would be asked for an absurd number of workers."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_CONCURRENT:
+        raise ValueError(
+            f"max_concurrent={value!r}: pass a whole number from 1 to {MAX_CONCURRENT}"
+        )
+    return whole_number("max_concurrent", value)
