@@ -1,4 +1,5 @@
-"""`LokyExecutor(reuse_workers=False)`: every trial in a process of its own, started for it.
+"""`LokyExecutor(reuse_workers=False)`: every trial in a process of its own, started for it
+(`FreshProcesses`, the pool that such an executor leaves its trials to; see `_processes`).
 
     runner thread                                  the trial's own process
     -------------                                  -----------------------
@@ -27,21 +28,20 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from loky.backend.context import get_context
 
 from nbtune.executors._lines import TrialLines, connect, greet
-from nbtune.executors._shared import RunData, release_pages
-from nbtune.executors.loky import (
-    LokyExecutor,
-    _before_loky_exits,
-    _forget_loky_start_method,
-    _run_one,
-    _tie_to_driver,
+from nbtune.executors._processes import (
+    ProcessPool,
+    before_loky_exits,
+    forget_loky_start_method,
+    run_one,
+    tie_to_driver,
 )
+from nbtune.executors._shared import release_pages
 from nbtune.protocol import TrialLaunch, WorkerEvent, WorkerLost
 from nbtune.resources import limits
 
@@ -65,13 +65,13 @@ def _run_alone(
     payload: bytes, address: str, authkey: bytes, launch_key: int, launch: TrialLaunch, driver: int
 ) -> None:
     """The whole life of a trial's process: one trial, then exit."""
-    _tie_to_driver(driver)
-    _forget_loky_start_method()
+    tie_to_driver(driver)
+    forget_loky_start_method()
     with _trial_environment(launch):
         connection = connect(address, authkey)
         try:
             if greet(connection, launch_key):
-                _run_one(payload, launch, connection)
+                run_one(payload, launch, connection)
         except (OSError, EOFError):
             pass
         finally:
@@ -110,20 +110,21 @@ def _kill(process: Any) -> None:
         os.kill(process.pid, signal.SIGKILL)
 
 
-class FreshProcessExecutor(LokyExecutor):
-    """What `LokyExecutor(reuse_workers=False)` makes: a new process for every trial."""
+class FreshProcesses(ProcessPool):
+    """A new process for every trial, gone with its memory when the trial ends."""
 
-    def open(self, trainable: Callable | type, max_workers: int) -> None:
-        self._data = RunData()
-        self._payload = self._data.dumps(trainable)
-        self._lines = TrialLines()
-        self._keys = itertools.count()
+    def __init__(self) -> None:
+        self._lines: TrialLines | None = None
         self._processes: dict[int, _TrialProcess] = {}
-        self._dropped = []
-        self._open = True
+
+    def open(self, payload: bytes, lines: TrialLines, size: int) -> None:
+        self._payload = payload
+        self._lines = lines
+        self._keys = itertools.count()
+        self._processes = {}
         with _processes_lock:
             if not _every_process:
-                _before_loky_exits(_kill_every_process)
+                before_loky_exits(_kill_every_process)
 
     def start(self, launch: TrialLaunch) -> None:
         launch_key = next(self._keys)
@@ -145,7 +146,7 @@ class FreshProcessExecutor(LokyExecutor):
             _every_process.add(process)
         self._processes[launch_key] = _TrialProcess(launch.trial_id, process)
 
-    def resize(self, max_workers: int) -> None:
+    def resize(self, size: int) -> None:
         """Nothing to do: a process starts with each trial."""
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
@@ -153,8 +154,6 @@ class FreshProcessExecutor(LokyExecutor):
             timeout = _UNSEEN_PROCESS_CHECK_S
         events = self._lines.poll(timeout)
         events.extend(self._ended_processes())
-        events.extend(self._dropped)
-        self._dropped = []
         return events
 
     def kill(self, trial_id: int) -> None:
@@ -164,18 +163,13 @@ class FreshProcessExecutor(LokyExecutor):
                 _kill(known.process)
 
     def abandon(self) -> None:
-        self._open = False
         for known in self._processes.values():
             _kill(known.process)
 
     def close(self) -> None:
-        """Hang up, give the processes a moment to exit on their own (they have reported how
-        their trials ended), then kill what is left: when the run is over, none of its
-        processes holds memory."""
-        if self._lines is None:
-            return
-        self._open = False
-        self._lines.close()
+        """Give the processes a moment to exit on their own (they have reported how their
+        trials ended), then kill what is left: when the run is over, none of its processes
+        holds memory."""
         self._lines = None
         deadline = time.monotonic() + _EXIT_GRACE_S
         for known in self._processes.values():
@@ -184,9 +178,6 @@ class FreshProcessExecutor(LokyExecutor):
                 _kill(known.process)
                 known.process.join()
         self._ended_processes()
-        if self._data is not None:
-            self._data.close()
-            self._data = None
 
     def _ended_processes(self) -> list[WorkerEvent]:
         """Reap the processes that exited; one that never said Hello leaves its trial lost

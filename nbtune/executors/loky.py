@@ -1,4 +1,5 @@
-"""Trials in warm worker processes that nbtune starts and keeps (loky's processes, our own pool).
+"""`LokyExecutor`, the default executor: trials in worker processes that nbtune starts (as loky
+does), by default warm workers that nbtune keeps from run to run (`WarmWorkers`).
 
     runner thread                               worker process (kept from run to run)
     -------------                               -------------------------------------
@@ -23,18 +24,19 @@ run-private folder (`_shared`), so workers share one copy of them.
 The pool is nbtune's rather than a `loky.ProcessPoolExecutor` because a worker that dies there
 breaks the whole pool, and every trial on it: here a dead worker loses its own trial only, and
 the run starts another worker in its place.
+
+`LokyExecutor` owns what a run needs whichever processes serve it: the run's lines, its
+pickled trainable, the replies to trials. It leaves the processes to the `ProcessPool` (see
+`_processes`) that it picks once, in `__init__`: `WarmWorkers` here, or for
+`reuse_workers=False` the `FreshProcesses` of `fresh` (a process started for each trial).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import multiprocessing
 import os
-import signal
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
@@ -43,9 +45,18 @@ from typing import Any
 from loky.backend.context import get_context
 from loky.backend.utils import kill_process_tree
 
+from nbtune.arguments import is_whole_number
 from nbtune.executors._base import Executor
-from nbtune.executors._lines import TrialLines, WorkerLine, connect, hang_up, load_trainable
+from nbtune.executors._lines import TrialLines, connect, hang_up
+from nbtune.executors._processes import (
+    ProcessPool,
+    before_loky_exits,
+    forget_loky_start_method,
+    run_one,
+    tie_to_driver,
+)
 from nbtune.executors._shared import RunData, release_pages
+from nbtune.executors.fresh import FreshProcesses
 from nbtune.protocol import (
     NUDGE,
     Decision,
@@ -53,12 +64,10 @@ from nbtune.protocol import (
     Reply,
     TrialLaunch,
     WorkerEvent,
-    WorkerFailed,
     WorkerLost,
 )
 from nbtune.resources import visible_gpus
 from nbtune.session import answer
-from nbtune.trainable import run_trial
 
 _IDLE_WORKER_TIMEOUT_S = 300
 _HANDOVER_S = 0.25
@@ -121,7 +130,7 @@ def _take_worker() -> _Worker:
             _free_workers.remove(worker)
             return worker
         if not _every_worker:
-            _before_loky_exits(_kill_every_worker)
+            before_loky_exits(_kill_every_worker)
         worker = _Worker()
         _every_worker.add(worker)
         return worker
@@ -152,20 +161,6 @@ def _give_back(worker: _Worker) -> None:
             _every_worker.discard(worker)
 
 
-def _before_loky_exits(call: Callable[[], None]) -> None:
-    """Run `call` when the interpreter exits, before loky and multiprocessing wait there for
-    their processes.
-
-    A worker whose trial left joblib processes behind can keep that wait going for minutes: the
-    workers must be killed first. `threading._register_atexit` hooks run before `atexit`'s.
-    """
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:
-        atexit.register(call)
-    else:
-        register(call)
-
-
 def _kill_every_worker() -> None:
     with _workers_lock:
         workers = list(_every_worker)
@@ -178,8 +173,8 @@ def _kill_every_worker() -> None:
 def _work(runs: Any, driver: int) -> None:
     """A worker process's life: serve the runs that come down `runs`, one after another, until
     none comes for `_IDLE_WORKER_TIMEOUT_S` or the driver is gone."""
-    _tie_to_driver(driver)
-    _forget_loky_start_method()
+    tie_to_driver(driver)
+    forget_loky_start_method()
     with contextlib.suppress(OSError, EOFError):
         while runs.poll(_IDLE_WORKER_TIMEOUT_S):
             _serve(*runs.recv())
@@ -193,108 +188,18 @@ def _serve(payload: bytes, address: str, authkey: bytes) -> None:
         connection = connect(address, authkey)
         connection.send(Ready(os.getpid()))
         while True:
-            _run_one(payload, answer(connection), connection)
+            run_one(payload, answer(connection), connection)
     except (OSError, EOFError):
         hang_up()
     finally:
         release_pages()
 
 
-_PARENT_CHECK_S = 1.0
+class WarmWorkers(ProcessPool):
+    """Warm workers that serve a run's trials one after another down their lines, and are
+    given back for the next run when it ends (see the diagram above)."""
 
-
-def _tie_to_driver(driver: int) -> None:
-    """The first thing a worker does: end at once when its driver (process `driver`) dies, a
-    killed kernel or script, even in the middle of a trial; and leave Ctrl-C to the driver.
-
-    An interrupt of the notebook's kernel (or of a script in a terminal) reaches its whole
-    process group, workers included: the driver decides what it means for the trials (see
-    `Tuner.run`), so a worker ignores it.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(
-        target=_exit_without, args=(driver,), name="nbtune-driver-watch", daemon=True
-    ).start()
-
-
-def _exit_without(driver: int) -> None:
-    while os.getppid() == driver:
-        time.sleep(_PARENT_CHECK_S)
-    os._exit(1)
-
-
-def _forget_loky_start_method() -> None:
-    """Give trials the platform's default multiprocessing start method, as outside nbtune.
-
-    A loky worker's default is loky's own, which only loky's processes know: a spawn or
-    forkserver pool that a trial starts would hand it to children that cannot find it
-    ("cannot find context for 'loky'"), and hang.
-    """
-    if multiprocessing.get_start_method(allow_none=True) == "loky":
-        multiprocessing.set_start_method(None, force=True)
-
-
-def _run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> None:
-    try:
-        trainable = load_trainable(payload)
-    except Exception as exc:
-        summary = f"the trainable cannot be loaded in the worker: {type(exc).__name__}: {exc}"
-        connection.send(
-            WorkerFailed(launch.trial_id, summary.splitlines()[0], traceback.format_exc())
-        )
-        return
-    run_trial(trainable, launch, connection)
-
-
-class LokyExecutor(Executor):
-    """Runs each trial in a worker process; the default executor.
-
-    Killing a worker ends its own trial only, so `can_kill_trial` is True: a forced stop ends
-    the trial at once, and a hung trial is killed when it times out.
-
-    Args:
-        max_workers: how many worker processes; by default the run's `max_concurrent`.
-        gpus: the GPU ids to hand out to trials that ask for them (`resources_per_trial`);
-            by default the kernel's CUDA_VISIBLE_DEVICES, else what `nvidia-smi -L` lists.
-        reuse_workers: keep warm workers that run trial after trial, run after run (the
-            default: a trial starts in well under a millisecond). False starts a process for
-            each trial (Ray Tune's default, about 0.1 s each): what a trial leaks (GPU memory,
-            framework graphs) is freed when it ends (see `nbtune.executors.fresh`). A warm
-            worker keeps the CUDA device of its first GPU trial once a library has opened it:
-            runs that give trials different GPUs want `reuse_workers=False`.
-    """
-
-    can_kill_trial = True
-    can_kill_worker = True
-    captures_output = True
-    isolates_trials = True
-
-    def __new__(cls, *args: Any, reuse_workers: bool = True, **kwargs: Any) -> LokyExecutor:
-        if reuse_workers is False and cls is LokyExecutor:
-            from nbtune.executors.fresh import FreshProcessExecutor
-
-            cls = FreshProcessExecutor
-        return super().__new__(cls)
-
-    def __init__(
-        self,
-        max_workers: int | None = None,
-        *,
-        gpus: Sequence[str] | None = None,
-        reuse_workers: bool = True,
-    ) -> None:
-        if max_workers is not None and (
-            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
-        ):
-            raise ValueError(f"LokyExecutor(max_workers={max_workers!r}): pass a whole number >= 1")
-        if not isinstance(reuse_workers, bool):
-            raise ValueError(
-                f"LokyExecutor(reuse_workers={reuse_workers!r}): pass True (warm workers) or "
-                "False (a fresh process per trial)"
-            )
-        self.max_workers = max_workers
-        self.reuse_workers = reuse_workers
-        self._gpus = None if gpus is None else [str(gpu) for gpu in gpus]
+    def __init__(self) -> None:
         self._workers: list[_Worker] = []
         self._lines: TrialLines | None = None
         self._holding: set[int] = set()
@@ -303,19 +208,12 @@ class LokyExecutor(Executor):
         self._early_deaths = 0
         self._failure: str | None = None
         self._open = False
-        self._data: RunData | None = None
 
-    def gpus(self) -> list[str]:
-        if self._gpus is None:
-            self._gpus = visible_gpus()
-        return list(self._gpus)
-
-    def open(self, trainable: Callable | type, max_workers: int) -> None:
-        self._data = RunData()
-        self._payload = self._data.dumps(trainable)
-        self._size = self._warm = self.max_workers or max_workers
+    def open(self, payload: bytes, lines: TrialLines, size: int) -> None:
+        self._run = (payload, lines.address, lines.authkey)
+        self._size = self._warm = size
         self._workers = []
-        self._lines = TrialLines()
+        self._lines = lines
         self._holding = set()
         self._waiting.clear()
         self._dropped, self._early_deaths, self._failure = [], 0, None
@@ -326,21 +224,11 @@ class LokyExecutor(Executor):
         self._waiting.append(launch)
         self._dispatch()
 
-    def resize(self, max_workers: int) -> None:
-        """Allow up to `max_workers` workers; more start only when trials wait for them."""
-        if max_workers > self._size:
-            self._size = max_workers
+    def resize(self, size: int) -> None:
+        """Allow up to `size` workers; more start only when trials wait for them."""
+        if size > self._size:
+            self._size = size
             self._staff()
-
-    def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
-        """Answer the trial; if its worker has just died, the next poll reports it lost. A
-        trial told to stop leaves its line to the next launch."""
-        self._lines.reply(trial_id, Reply(decision, free_steps))
-        if decision is Decision.STOP:
-            self._lines.release(trial_id)
-
-    def nudge(self, trial_id: int) -> None:
-        self._lines.reply(trial_id, NUDGE)
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
         events = self._lines.poll(timeout)
@@ -364,11 +252,6 @@ class LokyExecutor(Executor):
             self._waiting.remove(launch)
             self._dropped.append(WorkerLost(trial_id, "it was killed before it started"))
 
-    def wakeup(self) -> None:
-        lines = self._lines
-        if lines is not None:
-            lines.wakeup()
-
     def abandon(self) -> None:
         self._open = False
         workers, self._workers = self._workers, []
@@ -376,13 +259,8 @@ class LokyExecutor(Executor):
             worker.kill()
 
     def close(self) -> None:
-        if self._data is not None:
-            self._data.close()
-            self._data = None
-        if self._lines is None:
-            return
+        """Give the run's workers back for the next run, once they are done with this one."""
         self._open = False
-        self._lines.close()
         self._lines = None
         _let_them_leave(self._workers, _HANDOVER_S)
         for worker in self._workers:
@@ -411,10 +289,9 @@ class LokyExecutor(Executor):
             return
         busy = len(self._holding) + len(self._waiting)
         wanted = min(self._size, max(self._warm, busy))
-        run = (self._payload, self._lines.address, self._lines.authkey)
         for _ in range(wanted - len(self._workers)):
             worker = _take_worker()
-            worker.serve(run)
+            worker.serve(self._run)
             self._workers.append(worker)
 
     def _bury_the_dead(self) -> None:
@@ -431,3 +308,98 @@ class LokyExecutor(Executor):
                     f"{self._early_deaths} worker processes died before they could serve "
                     f"(the last with exit code {worker.process.exitcode})"
                 )
+
+
+class LokyExecutor(Executor):
+    """Runs each trial in a worker process; the default executor.
+
+    Killing a worker ends its own trial only, so `can_kill_trial` is True: a forced stop ends
+    the trial at once, and a hung trial is killed when it times out.
+
+    Args:
+        max_workers: how many worker processes; by default the run's `max_concurrent`.
+        gpus: the GPU ids to hand out to trials that ask for them (`resources_per_trial`);
+            by default the kernel's CUDA_VISIBLE_DEVICES, else what `nvidia-smi -L` lists.
+        reuse_workers: keep warm workers that run trial after trial, run after run (the
+            default: a trial starts in well under a millisecond). False starts a process for
+            each trial (Ray Tune's default, about 0.1 s each): what a trial leaks (GPU memory,
+            framework graphs) is freed when it ends (see `nbtune.executors.fresh`). A warm
+            worker keeps the CUDA device of its first GPU trial once a library has opened it:
+            runs that give trials different GPUs want `reuse_workers=False`.
+    """
+
+    can_kill_trial = True
+    can_kill_worker = True
+    captures_output = True
+    isolates_trials = True
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        *,
+        gpus: Sequence[str] | None = None,
+        reuse_workers: bool = True,
+    ) -> None:
+        if max_workers is not None and not (is_whole_number(max_workers) and max_workers >= 1):
+            raise ValueError(f"LokyExecutor(max_workers={max_workers!r}): pass a whole number >= 1")
+        if not isinstance(reuse_workers, bool):
+            raise ValueError(
+                f"LokyExecutor(reuse_workers={reuse_workers!r}): pass True (warm workers) or "
+                "False (a fresh process per trial)"
+            )
+        self.max_workers = max_workers
+        self.reuse_workers = reuse_workers
+        self._gpus = None if gpus is None else [str(gpu) for gpu in gpus]
+        self._pool: ProcessPool = WarmWorkers() if reuse_workers else FreshProcesses()
+        self._lines: TrialLines | None = None
+        self._data: RunData | None = None
+
+    def gpus(self) -> list[str]:
+        if self._gpus is None:
+            self._gpus = visible_gpus()
+        return list(self._gpus)
+
+    def open(self, trainable: Callable | type, max_workers: int) -> None:
+        self._data = RunData()
+        payload = self._data.dumps(trainable)
+        self._lines = TrialLines()
+        self._pool.open(payload, self._lines, self.max_workers or max_workers)
+
+    def start(self, launch: TrialLaunch) -> None:
+        self._pool.start(launch)
+
+    def resize(self, max_workers: int) -> None:
+        self._pool.resize(max_workers)
+
+    def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
+        """Answer the trial; if its process has just died, the next poll reports it lost. A
+        trial told to stop leaves its line to the next launch."""
+        self._lines.reply(trial_id, Reply(decision, free_steps))
+        if decision is Decision.STOP:
+            self._lines.release(trial_id)
+
+    def nudge(self, trial_id: int) -> None:
+        self._lines.reply(trial_id, NUDGE)
+
+    def poll(self, timeout: float | None) -> list[WorkerEvent]:
+        return self._pool.poll(timeout)
+
+    def kill(self, trial_id: int) -> None:
+        self._pool.kill(trial_id)
+
+    def wakeup(self) -> None:
+        lines = self._lines
+        if lines is not None:
+            lines.wakeup()
+
+    def abandon(self) -> None:
+        self._pool.abandon()
+
+    def close(self) -> None:
+        if self._lines is not None:
+            self._lines.close()
+            self._lines = None
+            self._pool.close()
+        if self._data is not None:
+            self._data.close()
+            self._data = None

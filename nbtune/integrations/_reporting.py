@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nbtune.arguments import is_whole_number
 from nbtune.checkpoint import Checkpoint
 from nbtune.session import checkpoint_on_pause, get_checkpoint, report
 
@@ -103,7 +104,7 @@ def model_folder(library: str, model_file: str) -> Path | None:
 
 def total_rounds(library: str, num_boost_round: Any) -> int:
     """`num_boost_round`, checked: the rounds the whole training runs, resumed or not."""
-    if isinstance(num_boost_round, bool) or not isinstance(num_boost_round, int):
+    if not is_whole_number(num_boost_round):
         raise ValueError(
             f"{library}.resume_kwargs(num_boost_round={num_boost_round!r}): pass the whole "
             "training's number of rounds, a whole number"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nbtune.arguments import is_whole_number, whole_number
 from nbtune.search._base import Searcher, WrappingSearcher
 from nbtune.trial import Trial
 
@@ -23,12 +24,10 @@ class ConcurrencyLimiter(WrappingSearcher):
     """
 
     def __init__(self, searcher: Searcher, max_concurrent: int) -> None:
-        if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int):
+        if not is_whole_number(max_concurrent):
             raise TypeError(f"max_concurrent={max_concurrent!r}: expects an int >= 1")
-        if max_concurrent < 1:
-            raise ValueError(f"max_concurrent={max_concurrent}: must be >= 1")
+        self.max_concurrent = whole_number("max_concurrent", max_concurrent)
         super().__init__(searcher)
-        self.max_concurrent = max_concurrent
         self._unfinished: set[int] = set()
 
     def suggest(self, trial_id: int) -> dict[str, Any] | None:

@@ -1,0 +1,131 @@
+"""What the two kinds of `LokyExecutor` processes share: the pool that each kind is, and the
+life of a process that nbtune starts for trials.
+
+`LokyExecutor` (`loky`) owns a run's lines (`_lines.TrialLines`) and its pickled trainable
+(`_shared.RunData`), and leaves its processes to the `ProcessPool` that it picks in `__init__`:
+`loky.WarmWorkers` (warm workers kept from run to run, the default) or `fresh.FreshProcesses`
+(a process started for each trial, `reuse_workers=False`). Both start their processes as loky
+does (a fresh interpreter that does not import `__main__`) and run them the same way:
+
+    driver                                   a process of either kind
+    ------                                   ------------------------
+    before_loky_exits(kill them all) ------> tie_to_driver(driver): ignore Ctrl-C, exit
+                                               as soon as the driver is gone
+                                             forget_loky_start_method()
+    lines <--- connect(address, authkey) --- run_one(payload, launch, line): load the
+                                               trainable, run the trial down the line
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+
+from nbtune.executors._lines import TrialLines, WorkerLine, load_trainable
+from nbtune.protocol import TrialLaunch, WorkerEvent, WorkerFailed
+from nbtune.trainable import run_trial
+
+
+class ProcessPool:
+    """The processes that run a `LokyExecutor`'s trials; the executor hands them the run.
+
+    Lifecycle, all on the runner thread except `abandon`: `open(payload, lines, size)` once per
+    run, then any number of `start`, `resize`, `poll` and `kill` calls, then `close()` once the
+    executor has closed the run's lines. The executor answers trials down their lines itself.
+    """
+
+    def open(self, payload: bytes, lines: TrialLines, size: int) -> None:
+        """Get ready to run trials of the pickled trainable `payload`, up to `size` at a time;
+        their processes connect to `lines`."""
+        raise NotImplementedError
+
+    def start(self, launch: TrialLaunch) -> None:
+        """Start one trial (or queue it for the next free process); never blocks for it."""
+        raise NotImplementedError
+
+    def resize(self, size: int) -> None:
+        """Make room for `size` trials at a time (the run's concurrency changed)."""
+
+    def poll(self, timeout: float | None) -> list[WorkerEvent]:
+        """Wait up to `timeout` s for the lines' events; add the trials lost with a process."""
+        raise NotImplementedError
+
+    def kill(self, trial_id: int) -> None:
+        """End one trial at once: kill its process (the next poll reports the trial lost)."""
+        raise NotImplementedError
+
+    def abandon(self) -> None:
+        """Kill every process of the run at once. Thread-safe."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """The run is over and its lines are closed: let its processes go."""
+        raise NotImplementedError
+
+
+def before_loky_exits(call: Callable[[], None]) -> None:
+    """Run `call` when the interpreter exits, before loky and multiprocessing wait there for
+    their processes.
+
+    A worker whose trial left joblib processes behind can keep that wait going for minutes: the
+    workers must be killed first. `threading._register_atexit` hooks run before `atexit`'s.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        atexit.register(call)
+    else:
+        register(call)
+
+
+_PARENT_CHECK_S = 1.0
+
+
+def tie_to_driver(driver: int) -> None:
+    """The first thing a worker does: end at once when its driver (process `driver`) dies, a
+    killed kernel or script, even in the middle of a trial; and leave Ctrl-C to the driver.
+
+    An interrupt of the notebook's kernel (or of a script in a terminal) reaches its whole
+    process group, workers included: the driver decides what it means for the trials (see
+    `Tuner.run`), so a worker ignores it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(
+        target=_exit_without, args=(driver,), name="nbtune-driver-watch", daemon=True
+    ).start()
+
+
+def _exit_without(driver: int) -> None:
+    while os.getppid() == driver:
+        time.sleep(_PARENT_CHECK_S)
+    os._exit(1)
+
+
+def forget_loky_start_method() -> None:
+    """Give trials the platform's default multiprocessing start method, as outside nbtune.
+
+    A loky worker's default is loky's own, which only loky's processes know: a spawn or
+    forkserver pool that a trial starts would hand it to children that cannot find it
+    ("cannot find context for 'loky'"), and hang.
+    """
+    if multiprocessing.get_start_method(allow_none=True) == "loky":
+        multiprocessing.set_start_method(None, force=True)
+
+
+def run_one(payload: bytes, launch: TrialLaunch, connection: WorkerLine) -> None:
+    """Run the trial `launch` of the pickled trainable `payload` down `connection`; a trainable
+    that cannot be loaded fails the trial."""
+    try:
+        trainable = load_trainable(payload)
+    except Exception as exc:
+        summary = f"the trainable cannot be loaded in the worker: {type(exc).__name__}: {exc}"
+        connection.send(
+            WorkerFailed(launch.trial_id, summary.splitlines()[0], traceback.format_exc())
+        )
+        return
+    run_trial(trainable, launch, connection)
