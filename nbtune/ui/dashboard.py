@@ -45,6 +45,7 @@ import ipywidgets as widgets
 
 from nbtune.events import Event, ExperimentDone
 from nbtune.front_end import DashboardSource
+from nbtune.metrics import format_number
 from nbtune.objectives import is_several, primary
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import log_scale_names, ranked
@@ -55,7 +56,6 @@ from nbtune.ui.table import (
     TableView,
     TrialTableWidget,
     page_state,
-    short,
     table_page,
 )
 from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
@@ -328,7 +328,7 @@ class Dashboard:
             from nbtune.results import trials_frame
 
             frame = trials_frame(trials, metric, mode)
-            self.frame.value = frame.to_html(max_rows=60, float_format=short)
+            self.frame.value = frame.to_html(max_rows=60, float_format=format_number)
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":

@@ -25,7 +25,7 @@ import anywidget
 import ipywidgets as widgets
 import traitlets
 
-from nbtune.metrics import finite
+from nbtune.metrics import finite, format_value
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import trial_color
@@ -55,10 +55,9 @@ def badge(status: str) -> str:
 
 
 def short(value: Any) -> str:
-    """A value as the table and the header show it: floats at 4 significant digits."""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
+    """A value in a cell of the table or the trial tab: `nbtune.metrics.format_value`, and a
+    missing one (None) left blank."""
+    return "" if value is None else format_value(value)
 
 
 @dataclass(frozen=True)
