@@ -317,11 +317,15 @@ def _epsilon_squared(groups: Sequence[int], values: Sequence[float]) -> float:
     return max(0.0, (between - (kinds - 1) * within_mean_square) / total)
 
 
+def config_text(config: Mapping[str, Any]) -> str:
+    """A configuration on one line, as the table, the header and the hover texts show it:
+    "lr=0.001, net/layers=2, act=None" (nested keys joined by "/", values by `format_value`)."""
+    return ", ".join(f"{k}={format_value(v)}" for k, v in SearchSpace.flatten(config).items())
+
+
 def describe(trial: Trial) -> str:
     """Hover text: the trial's id, its state and its configuration (shortened), HTML-escaped."""
-    config = ", ".join(
-        f"{k}={format_value(v)}" for k, v in SearchSpace.flatten(trial.config).items()
-    )
+    config = config_text(trial.config)
     if len(config) > _CONFIG_CHARS:
         config = config[: _CONFIG_CHARS - 1] + "…"
     return html.escape(f"trial {trial.trial_id} · {state_of(trial)}") + "<br>" + html.escape(config)

@@ -21,9 +21,9 @@ import plotly.graph_objects as go
 
 from nbtune import objectives
 from nbtune.analysis import view_of
-from nbtune.metrics import format_number, format_value
-from nbtune.space import SearchSpace
+from nbtune.metrics import format_number
 from nbtune.trial import Trial
+from nbtune.ui.data import config_text
 from nbtune.ui.figures import apply_theme, drawing
 
 FRONT_COLOR = "#d62728"
@@ -87,9 +87,7 @@ def _label(trial: Trial, point: tuple[float, ...], names: Sequence[str]) -> str:
     values = ", ".join(
         f"{name}={format_number(value)}" for name, value in zip(names, point, strict=True)
     )
-    config = ", ".join(
-        f"{k}={format_value(v)}" for k, v in SearchSpace.flatten(trial.config).items()
-    )
+    config = config_text(trial.config)
     return f"trial {trial.trial_id} ({trial.status.value.lower()})<br>{values}<br>{config}"
 
 

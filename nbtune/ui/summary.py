@@ -16,11 +16,10 @@ from nbtune.front_end import DashboardSource
 from nbtune.metrics import format_number
 from nbtune.objectives import is_several, pareto_trials, primary
 from nbtune.results import trials_frame
-from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import history_data, ranked
+from nbtune.ui.data import config_text, history_data, ranked
 from nbtune.ui.static import learning_curves_svg
-from nbtune.ui.table import badge, short, status_counts
+from nbtune.ui.table import badge, status_counts
 
 logger = logging.getLogger("nbtune")
 
@@ -47,8 +46,7 @@ def best_html(trials: Sequence[Trial], metric: Any, mode: Any) -> str:
     if metric is None or not scored:
         return ""
     best = scored[0]
-    flat = SearchSpace.flatten(best.config)
-    config = html.escape(", ".join(f"{k}={short(v)}" for k, v in flat.items()))
+    config = html.escape(config_text(best.config))
     value = f"<b>{format_number(best.best_value)}</b>"
     return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 

@@ -28,7 +28,7 @@ import traitlets
 from nbtune.metrics import finite, format_value
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import trial_color
+from nbtune.ui.data import config_text, trial_color
 
 STATUS_COLORS = {
     "PENDING": "#9e9e9e",
@@ -200,7 +200,7 @@ def _row(
     trial: Trial, values: Mapping[str, Any], columns: Sequence[Column], live: bool
 ) -> TableRow:
     cells = {column.key: _cell(column.key, values.get(column.key)) for column in columns}
-    config = ", ".join(f"{k}={short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
+    config = config_text(trial.config)
     return TableRow(
         trial.trial_id,
         trial.status.value,

@@ -11,8 +11,9 @@ from nbtune.events import ExperimentDone, TrialAdded, TrialResult
 from nbtune.metrics import format_number, format_value
 from nbtune.progress import ProgressLine
 from nbtune.trial import Trial, TrialStatus
+from nbtune.ui.data import config_text, describe
 from nbtune.ui.summary import best_html
-from nbtune.ui.table import short
+from nbtune.ui.table import TableView, short, table_page
 from nbtune.ui.ticks import NUMBER_FORMAT
 
 
@@ -63,3 +64,13 @@ def test_the_progress_line_shows_the_best_value_as_the_dashboard_does():
     line(TrialResult(0, {"loss": 0.123456789, "training_iteration": 1}))
     line(ExperimentDone("finished"))
     assert "best loss=0.1235 (trial 0)" in stream.getvalue()
+
+
+def test_a_configuration_reads_the_same_in_the_table_the_header_and_the_hover_texts():
+    config = {"lr": 0.0123456, "net": {"layers": 2}, "activation": None}
+    line = "lr=0.01235, net/layers=2, activation=None"
+    assert config_text(config) == line, "a None chosen from a choice() is shown, not blanked"
+    trial = Trial(0, config, TrialStatus.TERMINATED, best_value=0.5)
+    assert table_page([trial], "loss", TableView(), live=False).rows[0].config == line
+    assert best_html([trial], "loss", "min") == f"best loss = <b>0.5</b> (trial 0: {line})"
+    assert describe(trial).endswith("<br>" + line)
