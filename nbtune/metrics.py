@@ -12,6 +12,8 @@ Every other module asks this one, never a test of its own:
     storable(...)  -> the metrics as the worker sends them: plain, anything else `Pickled`
     number(value)  -> int | float | None     a number a column can hold (NaN, inf included)
     finite(value)  -> float | None           a number that can be compared: best, rungs, models
+    format_number(value) -> str              a number as every view shows it: 4 significant digits
+    format_value(value)  -> str              any value so shown: a float as above, the rest by str
     problem(...)   -> str | None             why a key cannot play its role (the tuned metric,
     require(...)   -> int | float             a scheduler's time_attr): one line, or raised
 
@@ -184,6 +186,25 @@ def finite(value: Any) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return float(value)
+
+
+SIGNIFICANT = 4
+"""How many significant digits a number keeps when it is shown as text: in the dashboard (its
+table, header, hover texts and chart ticks), the static summary and the progress line."""
+
+
+def format_number(value: float) -> str:
+    """`value` as text, at most four significant digits: 0.001235, 1.5, 1.235e+05, nan, inf; a
+    whole number below 10**4 as it is (42, not 42.0)."""
+    if isinstance(value, int) and abs(value) < 10**SIGNIFICANT:
+        return str(value)
+    return f"{value:.{SIGNIFICANT}g}"
+
+
+def format_value(value: Any) -> str:
+    """A reported or configured value as text: a float by `format_number`, anything else
+    (an int, a string, None, a list) as `str` gives it."""
+    return format_number(value) if isinstance(value, float) else str(value)
 
 
 def problem(

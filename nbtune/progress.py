@@ -18,6 +18,7 @@ from nbtune.events import (
     TrialResult,
     TrialStarted,
 )
+from nbtune.metrics import format_number
 from nbtune.trial import better_of
 
 
@@ -94,7 +95,8 @@ class ProgressLine:
         parts = [f"nbtune {self.name}: {len(self._statuses)} trials ({states or 'none yet'})"]
         parts.append(f"{self._results} results")
         if self._best is not None:
-            parts.append(f"best {self.metric}={self._best:.6g} (trial {self._best_trial})")
+            best = format_number(self._best)
+            parts.append(f"best {self.metric}={best} (trial {self._best_trial})")
         if self._last_values:
             modes = objectives.modes(self.metric, self.mode)
             front = sum(objectives.non_dominated(list(self._last_values.values()), modes))

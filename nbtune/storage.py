@@ -207,9 +207,28 @@ class _Log:
             os.close(self._fd)
 
 
+def trial_folder(experiment: Path, trial_id: int) -> Path:
+    """Trial `trial_id`'s folder in the experiment directory `experiment`: `trials/<id>`.
+
+    This and the three below are the one place that knows a trial's part of the layout; the
+    runner's writes, the dashboard's reads and the offline readers all ask them.
+    """
+    return experiment / "trials" / str(trial_id)
+
+
 def checkpoint_dir(experiment: Path, trial_id: int) -> Path:
     """Where the checkpoints of trial `trial_id` of the experiment at `experiment` are kept."""
-    return experiment / "trials" / str(trial_id) / "checkpoints"
+    return trial_folder(experiment, trial_id) / "checkpoints"
+
+
+def error_file(experiment: Path, trial_id: int) -> Path:
+    """The trial's tracebacks, one paragraph per failed attempt."""
+    return trial_folder(experiment, trial_id) / "error.txt"
+
+
+def output_file(experiment: Path, trial_id: int) -> Path:
+    """What the trial printed (its stdout and stderr, as its worker captured them)."""
+    return trial_folder(experiment, trial_id) / "output.log"
 
 
 class _Lock:
@@ -370,14 +389,15 @@ class ExperimentStorage:
             write_atomically(self.path / "state.pkl", cloudpickle.dumps(state))
 
     def trial_dir(self, trial_id: int) -> Path:
-        return self.path / "trials" / str(trial_id)
+        return trial_folder(self.path, trial_id)
 
     def checkpoint_dir(self, trial_id: int) -> Path:
         """The trial's checkpoint folder, made (private) if missing: its worker writes there."""
-        return private_dir(private_dir(self.trial_dir(trial_id)) / "checkpoints")
+        private_dir(self.trial_dir(trial_id))
+        return private_dir(checkpoint_dir(self.path, trial_id))
 
     def append_text(self, trial_id: int, filename: str, text: str) -> None:
-        """Append to a trial's text file (`error.txt`, `output.log`)."""
+        """Append to a trial's text file: the name of `error_file` or of `output_file`."""
         with self._writing(f"trials/{trial_id}/{filename}"):
             path = private_dir(self.trial_dir(trial_id)) / filename
             with open(

@@ -170,6 +170,17 @@ class Trial:
         return self.stopped_by is not None and self.stopped_by != "stop criteria"
 
     @property
+    def suspended(self) -> bool:
+        """Whether the trial is PAUSED in place: it cannot checkpoint, so it waits inside
+        `report()` and keeps its worker (`paused_by == "suspend"`)."""
+        return self.status is TrialStatus.PAUSED and self.paused_by == "suspend"
+
+    @property
+    def holds_worker(self) -> bool:
+        """Whether a worker is busy with the trial: it is RUNNING, or suspended in place."""
+        return self.status is TrialStatus.RUNNING or self.paused_by == "suspend"
+
+    @property
     def waits_by(self) -> str:
         """How the trial waits once it has no worker: from its checkpoint ("checkpoint"), or
         to start from scratch ("queue")."""

@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 
 from nbtune import storage as storage_module
-from nbtune.storage import ExperimentReader, ExperimentStorage, dumps, loads, write_atomically
+from nbtune.storage import (
+    ExperimentReader,
+    ExperimentStorage,
+    checkpoint_dir,
+    dumps,
+    error_file,
+    loads,
+    output_file,
+    trial_folder,
+    write_atomically,
+)
 from nbtune.trial import Trial, TrialStatus
 
 
@@ -20,6 +30,20 @@ def storage(tmp_path):
 
 def test_the_directory_is_private_to_its_owner(storage):
     assert storage.path.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_trials_files_are_where_the_layout_says(storage):
+    experiment = storage.path
+    assert trial_folder(experiment, 3) == experiment / "trials" / "3"
+    assert checkpoint_dir(experiment, 3) == experiment / "trials" / "3" / "checkpoints"
+    assert error_file(experiment, 3) == experiment / "trials" / "3" / "error.txt"
+    assert output_file(experiment, 3) == experiment / "trials" / "3" / "output.log"
+
+    assert storage.checkpoint_dir(3) == checkpoint_dir(experiment, 3), "made by the writer"
+    storage.append_text(3, error_file(experiment, 3).name, "attempt 1: boom\n")
+    storage.append_text(3, output_file(experiment, 3).name, "hello\n")
+    assert error_file(experiment, 3).read_text() == "attempt 1: boom\n"
+    assert output_file(experiment, 3).read_text() == "hello\n"
 
 
 def test_odd_values_survive_the_journal():

@@ -50,3 +50,20 @@ def test_with_result_keeps_the_best_value_by_mode():
 )
 def test_better_of_never_picks_nan_inf_or_non_numbers(current, candidate, mode, expected):
     assert better_of(current, candidate, mode) == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "paused_by", "suspended", "holds_worker"),
+    [
+        (TrialStatus.PENDING, None, False, False),
+        (TrialStatus.RUNNING, None, False, True),
+        (TrialStatus.PAUSED, "suspend", True, True),
+        (TrialStatus.PAUSED, "checkpoint", False, False),
+        (TrialStatus.PAUSED, "queue", False, False),
+        (TrialStatus.TERMINATED, None, False, False),
+    ],
+)
+def test_a_trial_suspended_in_place_keeps_its_worker(status, paused_by, suspended, holds_worker):
+    trial = Trial(trial_id=0, config={}, status=status, paused_by=paused_by)
+    assert trial.suspended is suspended
+    assert trial.holds_worker is holds_worker

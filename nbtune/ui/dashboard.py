@@ -45,7 +45,9 @@ import ipywidgets as widgets
 
 from nbtune.events import Event, ExperimentDone
 from nbtune.front_end import DashboardSource
+from nbtune.metrics import format_number
 from nbtune.objectives import is_several, primary
+from nbtune.storage import error_file
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import log_scale_names, ranked
 from nbtune.ui.summary import SummarySlot, best_html, counts_html, title_html
@@ -55,7 +57,6 @@ from nbtune.ui.table import (
     TableView,
     TrialTableWidget,
     page_state,
-    short,
     table_page,
 )
 from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
@@ -328,7 +329,7 @@ class Dashboard:
             from nbtune.results import trials_frame
 
             frame = trials_frame(trials, metric, mode)
-            self.frame.value = frame.to_html(max_rows=60, float_format=short)
+            self.frame.value = frame.to_html(max_rows=60, float_format=format_number)
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":
@@ -367,8 +368,8 @@ class Dashboard:
         (until it is written: the trial is recorded as failed just before)."""
         key = (trial.trial_id, trial.attempts)
         if not self._error_texts.get(key):
-            error_file = self.source.path / "trials" / str(trial.trial_id) / "error.txt"
-            self._error_texts[key] = error_file.read_text() if error_file.exists() else ""
+            path = error_file(self.source.path, trial.trial_id)
+            self._error_texts[key] = path.read_text() if path.exists() else ""
         return self._error_texts[key]
 
     @property

@@ -14,10 +14,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nbtune.metrics import finite, number
+from nbtune.metrics import finite, format_value, number
 from nbtune.space import IntRange, LogUniform, SearchSpace
 from nbtune.trial import Trial, TrialStatus, better_of
-from nbtune.ui.ticks import format_number
 
 MAX_POINTS_PER_CURVE = 200
 FEATURED_CURVES = 10
@@ -318,9 +317,15 @@ def _epsilon_squared(groups: Sequence[int], values: Sequence[float]) -> float:
     return max(0.0, (between - (kinds - 1) * within_mean_square) / total)
 
 
+def config_text(config: Mapping[str, Any]) -> str:
+    """A configuration on one line, as the table, the header and the hover texts show it:
+    "lr=0.001, net/layers=2, act=None" (nested keys joined by "/", values by `format_value`)."""
+    return ", ".join(f"{k}={format_value(v)}" for k, v in SearchSpace.flatten(config).items())
+
+
 def describe(trial: Trial) -> str:
     """Hover text: the trial's id, its state and its configuration (shortened), HTML-escaped."""
-    config = ", ".join(f"{k}={_short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
+    config = config_text(trial.config)
     if len(config) > _CONFIG_CHARS:
         config = config[: _CONFIG_CHARS - 1] + "…"
     return html.escape(f"trial {trial.trial_id} · {state_of(trial)}") + "<br>" + html.escape(config)
@@ -340,9 +345,11 @@ def _axis(name: str, values: list[Any], log_scale: Collection[str] | None) -> Ax
             log=log and min(numbers) > 0,
             integer=integer,
         )
-    categories = list(dict.fromkeys(map(_short, values)))
+    categories = list(dict.fromkeys(map(format_value, values)))
     codes = {category: code for code, category in enumerate(categories)}
-    return Axis(name, tuple(float(codes[_short(value)]) for value in values), tuple(categories))
+    return Axis(
+        name, tuple(float(codes[format_value(value)]) for value in values), tuple(categories)
+    )
 
 
 def _looks_logarithmic(values: Sequence[float]) -> bool:
@@ -385,9 +392,3 @@ def thin_indexes(length: int, most: int) -> list[int]:
         return list(range(length))
     step = math.ceil(length / most)
     return [*list(range(0, length - 1, step))[: most - 1], length - 1]
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, float):
-        return format_number(value)
-    return str(value)

@@ -23,6 +23,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from nbtune.analysis import view_of
+from nbtune.metrics import format_number
 from nbtune.trial import Trial
 from nbtune.ui.data import (
     MIN_IMPORTANCE_TRIALS,
@@ -38,7 +39,7 @@ from nbtune.ui.data import (
     log_scale_names,
     parameter_data,
 )
-from nbtune.ui.ticks import NUMBER_FORMAT, format_number, integer_ticks, log_ticks, nice_ticks
+from nbtune.ui.ticks import NUMBER_FORMAT, integer_ticks, log_ticks, nice_ticks
 
 FAINT_COLOR = "rgba(140, 140, 140, 0.35)"
 """The curves that are not among the best ten, when there are more than ten."""

@@ -21,10 +21,10 @@ import plotly.graph_objects as go
 
 from nbtune import objectives
 from nbtune.analysis import view_of
-from nbtune.space import SearchSpace
+from nbtune.metrics import format_number
 from nbtune.trial import Trial
+from nbtune.ui.data import config_text
 from nbtune.ui.figures import apply_theme, drawing
-from nbtune.ui.ticks import format_number
 
 FRONT_COLOR = "#d62728"
 DOMINATED_COLOR = "#9e9e9e"
@@ -87,12 +87,8 @@ def _label(trial: Trial, point: tuple[float, ...], names: Sequence[str]) -> str:
     values = ", ".join(
         f"{name}={format_number(value)}" for name, value in zip(names, point, strict=True)
     )
-    config = ", ".join(f"{k}={_short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
+    config = config_text(trial.config)
     return f"trial {trial.trial_id} ({trial.status.value.lower()})<br>{values}<br>{config}"
-
-
-def _short(value: Any) -> str:
-    return format_number(value) if isinstance(value, float) else str(value)
 
 
 def pareto_figure(

@@ -12,8 +12,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from nbtune.metrics import format_number
 from nbtune.ui.data import Curve, HistoryData, thin_indexes
-from nbtune.ui.ticks import format_number, integer_ticks, nice_ticks
+from nbtune.ui.ticks import integer_ticks, nice_ticks
 
 MAX_SVG_POINTS = 100
 """A coloured curve keeps at most this many points; a faint one a third of it."""

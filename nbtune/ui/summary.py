@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nbtune.front_end import DashboardSource
+from nbtune.metrics import format_number
 from nbtune.objectives import is_several, pareto_trials, primary
 from nbtune.results import trials_frame
-from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import history_data, ranked
+from nbtune.ui.data import config_text, history_data, ranked
 from nbtune.ui.static import learning_curves_svg
-from nbtune.ui.table import badge, short, status_counts
+from nbtune.ui.table import badge, status_counts
 
 logger = logging.getLogger("nbtune")
 
@@ -46,9 +46,8 @@ def best_html(trials: Sequence[Trial], metric: Any, mode: Any) -> str:
     if metric is None or not scored:
         return ""
     best = scored[0]
-    flat = SearchSpace.flatten(best.config)
-    config = html.escape(", ".join(f"{k}={short(v)}" for k, v in flat.items()))
-    value = f"<b>{best.best_value:.4g}</b>"
+    config = html.escape(config_text(best.config))
+    value = f"<b>{format_number(best.best_value)}</b>"
     return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 
 
@@ -77,7 +76,7 @@ def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
         counts_html(status_counts(trials)),
         best_html(trials, source.metric, source.mode),
         _curves_svg(trials, rows, source.metric, source.mode),
-        frame.head(top).to_html(index=False, na_rep="", float_format=_four_digits),
+        frame.head(top).to_html(index=False, na_rep="", float_format=format_number),
     ]
     return "<div class='nbtune-summary'>" + "<br>".join(p for p in parts if p) + "</div>"
 
@@ -88,10 +87,6 @@ def _curves_svg(trials: Sequence[Trial], rows: Any, metric: Any, mode: Any) -> s
         return ""
     data = history_data(trials, rows, metric, mode)
     return learning_curves_svg(data) if data.curves else ""
-
-
-def _four_digits(value: float) -> str:
-    return f"{value:.4g}"
 
 
 class SummarySlot:

@@ -25,10 +25,10 @@ import anywidget
 import ipywidgets as widgets
 import traitlets
 
-from nbtune.metrics import finite
+from nbtune.metrics import finite, format_value
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import trial_color
+from nbtune.ui.data import config_text, trial_color
 
 STATUS_COLORS = {
     "PENDING": "#9e9e9e",
@@ -55,10 +55,9 @@ def badge(status: str) -> str:
 
 
 def short(value: Any) -> str:
-    """A value as the table and the header show it: floats at 4 significant digits."""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
+    """A value in a cell of the table or the trial tab: `nbtune.metrics.format_value`, and a
+    missing one (None) left blank."""
+    return "" if value is None else format_value(value)
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,7 @@ def _row(
     trial: Trial, values: Mapping[str, Any], columns: Sequence[Column], live: bool
 ) -> TableRow:
     cells = {column.key: _cell(column.key, values.get(column.key)) for column in columns}
-    config = ", ".join(f"{k}={short(v)}" for k, v in SearchSpace.flatten(trial.config).items())
+    config = config_text(trial.config)
     return TableRow(
         trial.trial_id,
         trial.status.value,

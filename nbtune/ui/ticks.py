@@ -1,24 +1,19 @@
-"""Where an axis puts its ticks and how a number reads on a chart: four significant digits.
+"""Where an axis puts its ticks, and how plotly writes a number on a chart.
 
 Shared by the plotly figures (parallel coordinates, whose axes plotly cannot make logarithmic
 or integer-only by itself) and the static SVG of the learning curves, which has no plotly to
-place its ticks.
+place its ticks. Tick labels written here come from `nbtune.metrics.format_number`, the one
+way every view shows a number.
 """
 
 from __future__ import annotations
 
 import math
 
-SIGNIFICANT = 4
-NUMBER_FORMAT = ".4~g"
-"""`SIGNIFICANT` digits in d3-format, for plotly's `tickformat` and hover templates."""
+from nbtune.metrics import SIGNIFICANT
 
-
-def format_number(value: float) -> str:
-    """`value` with at most four significant digits: 0.001235, 1.5, 1.235e+05."""
-    if isinstance(value, int) and abs(value) < 10**SIGNIFICANT:
-        return str(value)
-    return f"{value:.{SIGNIFICANT}g}"
+NUMBER_FORMAT = f".{SIGNIFICANT}~g"
+"""`nbtune.metrics.format_number` in d3-format, for plotly's `tickformat` and hover templates."""
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:

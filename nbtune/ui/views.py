@@ -18,6 +18,7 @@ import ipywidgets as widgets
 from nbtune.front_end import DashboardSource
 from nbtune.objectives import primary
 from nbtune.space import SearchSpace
+from nbtune.storage import error_file, output_file
 from nbtune.trial import Trial
 from nbtune.ui.table import badge, short
 
@@ -220,7 +221,6 @@ def trial_html(
     and traceback, and the end of what it printed."""
     if trial is None:
         return "<i>no trials yet; click a trial in the table to see it here</i>"
-    folder = source.path / "trials" / str(trial.trial_id)
     config = SearchSpace.flatten(trial.config)
     parts = [
         f"<b>trial {trial.trial_id}</b> {badge(trial.status.value)} · iteration {trial.iteration}"
@@ -230,13 +230,13 @@ def trial_html(
         _pairs_table("last result", trial.last_result),
     ]
     if trial.error:
-        error_file = folder / "error.txt"
-        text = error_file.read_text() if error_file.exists() else ""
+        errors = error_file(source.path, trial.trial_id)
+        text = errors.read_text() if errors.exists() else ""
         parts.append(
             f"<details open><summary style='color:#d62728'>error: {html.escape(trial.error)}"
             f"</summary><pre>{html.escape(text)}</pre></details>"
         )
-    output = _tail(folder / "output.log", OUTPUT_LINES)
+    output = _tail(output_file(source.path, trial.trial_id), OUTPUT_LINES)
     if output:
         parts.append(
             f"<details><summary>output</summary><pre>{html.escape(output)}</pre></details>"

@@ -1,18 +1,10 @@
-"""Ticks and numbers as the charts print them."""
+"""Ticks as the charts place them (their labels: tests/ui/test_numbers.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from nbtune.ui.ticks import format_number, integer_ticks, log_ticks, nice_ticks
-
-
-def test_numbers_have_four_significant_digits():
-    assert format_number(0.30000000000000004) == "0.3"
-    assert format_number(3.14159265) == "3.142"
-    assert format_number(123456.0) == "1.235e+05"
-    assert format_number(0.000123456) == "0.0001235"
-    assert format_number(42) == "42"
+from nbtune.ui.ticks import integer_ticks, log_ticks, nice_ticks
 
 
 def test_nice_ticks_are_round_and_cover_the_range():
