@@ -169,7 +169,7 @@ class Admission:
         held = [
             self.book[trial_id]
             for trial_id, live in self.book.live.items()
-            if self.book[trial_id].paused_by == "suspend" and not live.user_paused
+            if self.book[trial_id].suspended and not live.user_paused
         ]
         if held:
             trial = held[0]

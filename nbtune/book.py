@@ -95,6 +95,7 @@ class LiveTrial:
         self.heard_at = time.monotonic()
         if leaving:
             self.reporting_freely = False
+        self.check()
 
     def ask(self, decision: Decision, stopped_by: str | None = None) -> None:
         """Have the trial take `decision` at its next report; a stop outranks a pause (and
@@ -127,11 +128,13 @@ class LiveTrial:
     def nudged(self) -> None:
         """Its worker was asked to make its next report wait for an answer."""
         self.reporting_freely = False
+        self.check()
 
     def drop_pause(self) -> None:
         """Forget a pause the user asked for (not one that makes room under a lower limit)."""
         if self.pending is Decision.PAUSE and not self.making_room:
             self.pending = None
+        self.check()
 
     def paused_by_user(self, *, running: bool) -> None:
         """The user paused it: only the user resumes it. A `running` one pauses at its next
@@ -149,6 +152,7 @@ class LiveTrial:
         self.user_paused = False
         if not running:
             self.resume_on_arrival = False
+            self.check()
             return
         self.drop_pause()
         if self.told is Decision.PAUSE and not self.making_room:
@@ -158,6 +162,7 @@ class LiveTrial:
     def resumed_in_place(self) -> None:
         """A suspended trial goes on in its worker: its silence counts from now."""
         self.heard_at = time.monotonic()
+        self.check()
 
     def make_room(self) -> None:
         """Pause at the next report to give back its worker, under a lowered concurrency."""
@@ -176,6 +181,7 @@ class LiveTrial:
         the log holds."""
         if self.replay_until is not None and iteration >= self.replay_until:
             self.replay_until = None
+        self.check()
 
     def killed_for_silence(self, error: str) -> None:
         """Its worker was killed for saying nothing too long; it fails with `error` once the
@@ -186,6 +192,7 @@ class LiveTrial:
     def fork_at_end(self, request: Exploit) -> None:
         """Start the scheduler's fork `request` once this trial has ended."""
         self.fork_waiting = request
+        self.check()
 
     def suspended(self) -> Underway:
         """It waits inside `report()`, keeping its worker: whatever was on its way to it is
@@ -201,6 +208,7 @@ class LiveTrial:
         underway = self.suspended()
         self.on_worker = self.reporting_freely = False
         self.timed_out = None
+        self.check()
         return underway
 
     def _underway(self) -> Underway:
@@ -217,19 +225,25 @@ class LiveTrial:
     def check(self) -> None:
         """Raise AssertionError if the record contradicts itself (whatever its trial's
         status; `TrialBook.check` checks it against the trial's record too)."""
-        name = f"trial {self.trial_id}: {self}"
-        assert self.on_worker or self.told is None, f"told a decision without a worker: {name}"
-        assert self.pending in (None, Decision.PAUSE, Decision.STOP), name
-        assert self.told is not Decision.CONTINUE, name
-        assert self.stopped_by is None or Decision.STOP in (self.pending, self.told), (
-            f"who stops it, without a stop: {name}"
-        )
-        assert not self.making_room or Decision.PAUSE in (self.pending, self.told), (
-            f"making room without a pause: {name}"
-        )
-        assert not self.resume_on_arrival or self.told is Decision.PAUSE, name
-        assert self.on_worker or not self.reporting_freely, name
-        assert self.on_worker or self.timed_out is None, name
+        contradiction = self._contradiction()
+        assert contradiction is None, f"{contradiction}: trial {self.trial_id}: {self}"
+
+    def _contradiction(self) -> str | None:
+        if not self.on_worker and self.told is not None:
+            return "told a decision without a worker"
+        if self.pending not in (None, Decision.PAUSE, Decision.STOP) or (
+            self.told is Decision.CONTINUE
+        ):
+            return "a decision that is no pause or stop on its way"
+        if self.stopped_by is not None and Decision.STOP not in (self.pending, self.told):
+            return "who stops it, without a stop"
+        if self.making_room and Decision.PAUSE not in (self.pending, self.told):
+            return "making room without a pause"
+        if self.resume_on_arrival and self.told is not Decision.PAUSE:
+            return "resumed on arrival without a pause on its way"
+        if not self.on_worker and (self.reporting_freely or self.timed_out is not None):
+            return "reporting freely, or timed out, without a worker"
+        return None
 
 
 class TrialBook:
@@ -382,7 +396,7 @@ def _winds_down(live: LiveTrial) -> bool:
 def _check_live(trial: Trial, live: LiveTrial) -> None:
     name = f"trial {trial.trial_id} ({trial.status}, paused_by={trial.paused_by}): {live}"
     running = trial.status is TrialStatus.RUNNING
-    suspended = trial.status is TrialStatus.PAUSED and trial.paused_by == "suspend"
+    suspended = trial.suspended
     live.check()
     assert live.trial_id == trial.trial_id, name
     assert live.on_worker or not (running or suspended), f"no worker holds {name}"

@@ -92,7 +92,7 @@ class RunControl:
             raise IllegalTransitionError(
                 f"trial {trial_id} is {trial.status}; only a paused trial can be resumed"
             )
-        if trial.paused_by == "suspend":
+        if trial.suspended:
             trial = trial.evolve(status=TrialStatus.RUNNING, paused_by=None, started_at=time.time())
             self._ledger.record(trial)
             self._ledger.reply(trial, Decision.CONTINUE)

@@ -61,7 +61,7 @@ class RunEnd:
         flags.holds_trials = hold or flags.paused_all
         self.error = error
         for trial in self.book:
-            if trial.paused_by == "suspend":
+            if trial.suspended:
                 self.leave_suspended(trial)
 
     def leave_suspended(self, trial: Trial) -> None:
@@ -113,7 +113,7 @@ class RunEnd:
         ]
         if not paused or any(self.book.live[t.trial_id].user_paused for t in paused):
             return
-        if any(self.book[trial_id].paused_by != "suspend" for trial_id in self.book.on_worker()):
+        if not all(self.book[trial_id].suspended for trial_id in self.book.on_worker()):
             return
         names = ", ".join(str(trial.trial_id) for trial in paused)
         scheduler = type(self.admission.scheduler).__name__

@@ -134,7 +134,7 @@ class Ledger:
     def ship_output(self, trial_id: int, output: str) -> None:
         """Keep what the trial printed, and say so on the bus."""
         if output:
-            self.storage.append_text(trial_id, "output.log", output)
+            self.storage.append_output(trial_id, output)
             self.bus.publish(TrialOutput(trial_id, output))
 
     def restarted(
@@ -189,8 +189,8 @@ class Ledger:
             self.searcher.on_complete(trial.trial_id, last, error=False)
             self.bus.publish(TrialCompleted(trial.trial_id))
             return
-        self.storage.append_text(
-            trial.trial_id, "error.txt", f"attempt {trial.attempts}: {traceback or error}\n"
+        self.storage.append_error(
+            trial.trial_id, f"attempt {trial.attempts}: {traceback or error}\n"
         )
         self.scheduler.on_trial_error(trial)
         self.searcher.on_complete(trial.trial_id, last, error=True)
@@ -204,7 +204,7 @@ class Ledger:
             if force and self.executor.can_kill_trial:
                 self.executor.kill(trial.trial_id)
             return
-        if trial.paused_by == "suspend":
+        if trial.suspended:
             self.reply(trial, Decision.STOP)
         self.end(trial, TrialStatus.TERMINATED, stopped_by=stopped_by)
 

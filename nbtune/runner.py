@@ -490,7 +490,7 @@ class TrialRunner:
         underway = self.book.left_worker(trial_id)
         self.ledger.ship_output(trial_id, output)
         trial = self.book[trial_id]
-        if not _holds_worker(trial):
+        if not trial.holds_worker:
             return
         if self.flags.ending is not None and self.flags.holds_trials:
             self.ledger.to_paused(trial, trial.waits_by)
@@ -504,8 +504,8 @@ class TrialRunner:
         if trial.attempts > self.max_failures or self.flags.ending is not None or underway.stop:
             self._fail(trial, error, traceback)
             return
-        self.storage.append_text(
-            trial_id, "error.txt", f"attempt {trial.attempts} (retried): {traceback or error}\n"
+        self.storage.append_error(
+            trial_id, f"attempt {trial.attempts} (retried): {traceback or error}\n"
         )
         self._restart_first(trial, attempts=trial.attempts + 1)
         self.ledger.bus.publish(TrialRetried(trial_id, trial.attempts + 1, error))
@@ -561,7 +561,3 @@ class TrialRunner:
         self._refuse_commands()
         self.ending.finish()
         self._done.set()
-
-
-def _holds_worker(trial: Trial) -> bool:
-    return trial.status is TrialStatus.RUNNING or trial.paused_by == "suspend"

@@ -396,10 +396,17 @@ class ExperimentStorage:
         private_dir(self.trial_dir(trial_id))
         return private_dir(checkpoint_dir(self.path, trial_id))
 
-    def append_text(self, trial_id: int, filename: str, text: str) -> None:
-        """Append to a trial's text file: the name of `error_file` or of `output_file`."""
-        with self._writing(f"trials/{trial_id}/{filename}"):
-            path = private_dir(self.trial_dir(trial_id)) / filename
+    def append_error(self, trial_id: int, text: str) -> None:
+        """Append a failed attempt's paragraph to the trial's `error_file`."""
+        self._append(error_file(self.path, trial_id), text)
+
+    def append_output(self, trial_id: int, text: str) -> None:
+        """Append what the trial printed to its `output_file`."""
+        self._append(output_file(self.path, trial_id), text)
+
+    def _append(self, path: Path, text: str) -> None:
+        with self._writing(str(path.relative_to(self.path))):
+            private_dir(path.parent)
             with open(
                 _private_file(path, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8"
             ) as file:

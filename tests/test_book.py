@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -339,3 +340,26 @@ def test_a_stop_outranks_a_pause_and_a_pause_that_makes_room_is_not_dropped():
     room.drop_pause()
     assert room.pending is Decision.PAUSE
     assert not room.leaving, "a pause that makes room is the runner's, not the trial's"
+
+
+def test_a_transition_refuses_to_leave_the_record_contradicting_itself():
+    idle = LiveTrial(0)
+    with pytest.raises(AssertionError, match="told a decision without a worker: trial 0"):
+        idle.told_decision(Decision.PAUSE, None, reporting_freely=False)
+
+
+def test_a_worker_that_lets_go_hands_back_what_was_on_its_way():
+    live = LiveTrial(0)
+    live.launched(replay_until=None)
+    live.paused_by_user(running=True)
+    live.told_decision(Decision.PAUSE, None, reporting_freely=False)
+    live.resumed_by_user(running=True)
+    underway = live.let_go()
+    assert underway.resume_on_arrival and not underway.stop
+    assert (live.on_worker, live.told, live.pending, live.resume_on_arrival) == (
+        False,
+        None,
+        None,
+        False,
+    )
+    assert not live.user_paused, "the user's resume stands"

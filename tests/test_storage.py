@@ -40,8 +40,8 @@ def test_a_trials_files_are_where_the_layout_says(storage):
     assert output_file(experiment, 3) == experiment / "trials" / "3" / "output.log"
 
     assert storage.checkpoint_dir(3) == checkpoint_dir(experiment, 3), "made by the writer"
-    storage.append_text(3, error_file(experiment, 3).name, "attempt 1: boom\n")
-    storage.append_text(3, output_file(experiment, 3).name, "hello\n")
+    storage.append_error(3, "attempt 1: boom\n")
+    storage.append_output(3, "hello\n")
     assert error_file(experiment, 3).read_text() == "attempt 1: boom\n"
     assert output_file(experiment, 3).read_text() == "hello\n"
 

@@ -156,7 +156,7 @@ def test_a_run_never_waited_on_leaves_its_summary_under_its_dashboard(kernel):
     assert WIDGET_VIEW in dashboard
     assert slot["text/html"] == "", "the summary's slot is empty while the run goes on"
 
-    ended = kernel.run("release.set(); print(tuner._runner.done.wait(30))")
+    ended = kernel.run("release.set(); print(tuner._runner.wait(30))")
     later = kernel.run("print(tuner.state, len(get_ipython().events.callbacks['post_run_cell']))")
 
     summary = started.displays[1]["text/html"]
