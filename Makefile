@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # when it is missing. Never `playwright install`.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test test-lightning lint bench
+.PHONY: demo test test-matrix test-lightning lint bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -34,6 +34,11 @@ test: lint $(VENV)/ipykernel6/.installed | $(CHROMIUM)
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/ \
 	  --ignore=notebooks/lightning.ipynb
+
+# Every scheduler x checkpoint cadence x executor x user command (90 runs, about 4 minutes);
+# `make test` runs a sample of them.
+test-matrix: $(VENV)/.installed-test
+	$(BIN)/python -m pytest --matrix tests/test_combinations.py
 
 # torch is too big for `make test`'s environment: the Lightning tests skip themselves without it,
 # and this target installs it, then runs them and their notebook (2 minutes after `make test` on

@@ -99,22 +99,27 @@ class RunEnd:
             return False
         return all(trial.status is not TrialStatus.PAUSED for trial in self.book)
 
-    def end_if_stuck(self) -> None:
-        """End the run, saying why, when only trials that the scheduler holds paused are left
-        and it resumes none of them (a user's pause waits for the user). They stay PAUSED,
-        for `Tuner.restore` to carry on."""
+    def stuck_on(self) -> list[Trial]:
+        """The trials the run is stuck on, if it is: only trials that the scheduler holds
+        PAUSED are left (a user's pause waits for the user), no worker holds anything but
+        suspended trials, and nothing else will start."""
         searcher = self.admission.searcher
         if self.flags.ending is not None or self.book.queue or not searcher.is_finished:
-            return
+            return []
         paused = [
             self.book[trial_id]
             for trial_id in self.book.live
             if self.book[trial_id].status is TrialStatus.PAUSED
         ]
         if not paused or any(self.book.live[t.trial_id].user_paused for t in paused):
-            return
+            return []
         if not all(self.book[trial_id].suspended for trial_id in self.book.on_worker()):
-            return
+            return []
+        return paused
+
+    def end_stuck(self, paused: list[Trial]) -> None:
+        """End the run, saying why: the scheduler resumes none of the `paused` trials it
+        holds. They stay PAUSED, for `Tuner.restore` to carry on."""
         names = ", ".join(str(trial.trial_id) for trial in paused)
         scheduler = type(self.admission.scheduler).__name__
         self.request(

@@ -330,11 +330,22 @@ class TrialRunner:
             self._apply_scheduler_requests()
             return
         self.admission.release_a_held_worker()
-        self.ending.end_if_stuck()
+        self._end_if_stuck()
         self.ledger.nudge_free_trials()
         self._time_out_silent_trials()
         if self.clocks.directory_check_due():
             self.storage.check()
+
+    def _end_if_stuck(self) -> None:
+        """When only trials the scheduler holds paused are left, tell it that nothing else
+        will come (HyperBand then judges a bracket that the run will never fill); if it
+        resumes none of them, the run ends, saying why."""
+        paused = self.ending.stuck_on()
+        if not paused:
+            return
+        self.scheduler.on_queue_empty()
+        if not self._apply_scheduler_requests():
+            self.ending.end_stuck(paused)
 
     def _time_out_silent_trials(self) -> None:
         """Kill each trial silent for too long (or write it off) and count it as a failure.

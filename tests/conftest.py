@@ -128,3 +128,22 @@ def stop_midway(log):
         assert tuner.wait(30)
 
     return stop
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--matrix",
+        action="store_true",
+        help="run the whole combination matrix (tests marked `matrix`), not only its sample",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `matrix` run only with --matrix (`make test-matrix`): left out, not
+    skipped, so that the summary of `make test` lists no skip for them."""
+    if config.getoption("--matrix"):
+        return
+    left_out = [item for item in items if "matrix" in item.keywords]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if "matrix" not in item.keywords]

@@ -10,6 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import trainables
 
 import nbtune as nt
@@ -121,6 +122,41 @@ def test_trials_that_checkpoint_every_third_step_never_hold_the_run_at_a_rung(ma
     history = tuner.history()
     for trial_id, steps in history.groupby("trial_id")["t"]:
         assert steps.tolist() == list(range(1, len(steps) + 1)), f"trial {trial_id} repeated"
+
+
+def sparse_checkpoints(config):
+    """Ray's hyperband_function_example: a falling loss, a checkpoint every `every` steps
+    (never for 0), resumed from the latest."""
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["step"] if checkpoint else 0
+    for step in range(start + 1, 201):
+        saved = {"step": step} if config["every"] and step % config["every"] == 0 else None
+        nt.report(loss=(config["x"] - 0.3) ** 2 + 1 / step, checkpoint=saved)
+
+
+@pytest.mark.parametrize(("num_samples", "every"), [(20, 3), (8, 0)])
+def test_a_bracket_the_run_never_fills_is_judged_with_the_trials_it_has(
+    make_tuner, num_samples, every
+):
+    tuner = make_tuner(
+        sparse_checkpoints,
+        {"x": nt.uniform(0, 1), "every": every},
+        metric="loss",
+        num_samples=num_samples,
+        scheduler=nt.HyperBand(max_t=200),
+    )
+    tuner.run()
+    assert tuner.state == "finished", tuner.status
+    frame = tuner.dataframe()
+    assert (frame["status"] == "TERMINATED").all()
+    size, budgets = tuner.scheduler.bracket_shape(tuner.scheduler.s_max)
+    assert num_samples < size, "the first bracket never fills"
+    ran = sorted(frame["training_iteration"], reverse=True)
+    kept = num_samples // 3
+    assert ran[kept - 1] > budgets[0] == ran[kept], "a third went past the first rung"
+    assert ran[0] == 200, "the best of each rung went on to max_t"
+    for trial_id, steps in tuner.history().groupby("trial_id")["training_iteration"]:
+        assert steps.tolist() == list(range(1, len(steps) + 1)), f"trial {trial_id}: {steps}"
 
 
 def test_a_trial_the_user_paused_is_not_resumed_but_is_judged_once_resumed(
