@@ -179,9 +179,9 @@ class Tuner(ResultsView, Steering):
         self.metric = metric
         self.mode = mode
         self.name = _checked_name(
-            name or f"{_trainable_name(trainable)}-{time.strftime('%Y%m%d-%H%M%S')}"
+            name or f"{_folder_name(_trainable_name(trainable))}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
-        self.path = Path(storage_path) / self.name
+        self.path = _checked_storage_path(storage_path) / self.name
         self.overwrite = overwrite
         if os.path.lexists(self.path):
             check_private(self.path)
@@ -530,6 +530,28 @@ def _checked_name(name: Any) -> str:
             f"(not '.' or '..'), at most {_NAME_MAX_BYTES} bytes"
         )
     return name
+
+
+def _folder_name(text: str) -> str:
+    """`text` with what a folder name may not hold left out ("<lambda>" -> "lambda")."""
+    return re.sub(r"[^\w.\-]+", "", text).strip(".") or "run"
+
+
+def _checked_storage_path(storage_path: Any) -> Path:
+    """`storage_path` as a Path, refused in one line where a file stands in its way."""
+    if not isinstance(storage_path, (str, os.PathLike)):
+        raise TypeError(f"storage_path={storage_path!r}: pass a folder's path, e.g. 'nbtune-runs'")
+    path = Path(storage_path)
+    for folder in (path, *path.parents):
+        if folder.exists() or folder.is_symlink():
+            if not folder.is_dir():
+                where = "" if folder == path else f": {str(folder)!r}"
+                raise NotADirectoryError(
+                    f"storage_path={str(path)!r}{where} is a file, not a folder; pass a folder "
+                    "(one that does not exist yet is made)"
+                )
+            break
+    return path
 
 
 def _check_trainable(trainable: object) -> None:

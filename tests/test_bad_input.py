@@ -77,6 +77,25 @@ def test_a_sample_from_that_raises_is_caught_before_any_worker_starts(make_tuner
     assert not runs.exists()
 
 
+@pytest.mark.parametrize("below", ["", "runs"])
+def test_a_storage_path_where_a_file_stands_is_refused_naming_the_file(tmp_path, below):
+    file = tmp_path / "notes.txt"
+    file.write_text("keep me")
+    storage_path = file / below if below else file
+    named = "" if not below else f": {str(file)!r}"
+    message = f"storage_path={str(storage_path)!r}{named} is a file, not a folder; pass a folder"
+    with pytest.raises(NotADirectoryError, match=message):
+        nt.Tuner(trainables.count_up, {"steps": 1}, storage_path=storage_path)
+    assert file.read_text() == "keep me"
+
+
+def test_a_lambda_gets_a_default_name_that_is_a_folder_name(make_tuner):
+    tuner = make_tuner(lambda config: nt.report(loss=1.0), name=None, executor=nt.ThreadExecutor())
+    assert tuner.name.startswith("lambda-")
+    tuner.run()
+    assert tuner.state == "finished"
+
+
 def test_a_second_run_with_the_same_name_is_refused_unless_told(make_tuner):
     first = run(make_tuner(trainables.count_up, name="same", metric="loss"))
     with pytest.raises(

@@ -82,12 +82,15 @@ class OptunaSearch(Searcher):
         self._distributions: dict[str, optuna.distributions.BaseDistribution] = {}
         self._running: dict[int, optuna.Trial] = {}
         self._pruned: set[int] = set()
+        self._points: list[dict[str, Any]] = []
         self._suggested = 0
         self._total = 0
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """A searcher saved before nbtune knew which trials were pruned has none."""
+        """A searcher saved before nbtune knew which trials were pruned has none, and one
+        saved before it held back its points to evaluate has queued them in its study."""
         state.setdefault("_pruned", set())
+        state.setdefault("_points", [])
         self.__dict__.update(state)
 
     def setup(
@@ -113,6 +116,8 @@ class OptunaSearch(Searcher):
     def suggest(self, trial_id: int) -> dict[str, Any] | None:
         if self.is_finished:
             return None
+        if self._points:
+            self.study.enqueue_trial(self._points.pop(0))
         trial = self.study.ask(self._distributions)
         trial.set_user_attr(_TRIAL_ID, trial_id)
         self._running[trial_id] = trial
@@ -218,15 +223,17 @@ class OptunaSearch(Searcher):
         self._running[trial_id] = admitted
 
     def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
-        """Queue the points in the study (`enqueue_trial`): the next trials Optuna gives are
-        these, with their missing parameters sampled, and TPE learns from them as its own."""
+        """Give these points first, with their missing parameters sampled; TPE learns from
+        them as its own. Each goes to the study (`enqueue_trial`) only as it is asked for, so
+        that a trial added by hand meanwhile, queued and asked for at once, gets its own
+        parameters rather than the next point's."""
         for point in points:
             params = self._params(point, partial=True)
             if params is None:
                 raise ValueError(
                     f"points_to_evaluate: {point!r} has a value outside the search space"
                 )
-            self.study.enqueue_trial(params)
+            self._points.append(params)
 
     def learn_from(self, trials: Sequence[Trial]) -> None:
         """Add the finished trials of an earlier run to the study (`study.add_trial`), with

@@ -135,6 +135,28 @@ def test_optuna_hears_every_result_and_the_last_value_or_a_failure():
     assert [t.state for t in failed] == [TrialState.FAIL] * 3
 
 
+@pytest.mark.parametrize("searcher", [nt.OptunaSearch, nt.RandomSearch])
+def test_a_trial_added_before_start_and_the_points_to_evaluate_each_run_once(make_tuner, searcher):
+    tuner = make_tuner(
+        trainables.returns_dict,
+        {"x": nt.uniform(0, 1)},
+        metric="loss",
+        num_samples=3,
+        searcher=searcher(),
+        points_to_evaluate=[{"x": 0.5}],
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.add_trial({"x": 0.123})
+    tuner.run()
+    configs = [(trial.origin, trial.config["x"]) for trial in tuner.trials]
+    assert configs[:2] == [("user", 0.123), ("searcher", 0.5)]
+    assert {trial.status for trial in tuner.trials} == {TrialStatus.TERMINATED}
+    assert len(configs) == 4 and {x for _, x in configs[2:]}.isdisjoint({0.123, 0.5})
+    if searcher is nt.OptunaSearch:
+        told = {t.user_attrs["nbtune_trial_id"]: t.params for t in tuner.searcher.study.trials}
+        assert [told[trial_id]["x"] for trial_id in (0, 1)] == [0.123, 0.5], "as they ran"
+
+
 def test_the_seed_decides_the_configurations():
     def run(seed):
         return drive(searcher_for({"x": nt.uniform(0, 1)}, 15, seed), lambda c: c["x"])
