@@ -14,8 +14,8 @@ from nbtune.checkpoint import load as load_checkpoint
 from nbtune.checkpoint import size_of
 from nbtune.errors import TrialNotFoundError
 from nbtune.front_end import Dashboard, make_dashboard
-from nbtune.metrics import number
-from nbtune.objectives import is_several, pareto_trials, single
+from nbtune.metrics import finite, number
+from nbtune.objectives import is_several, modes, names, pareto_trials, single
 from nbtune.retention import best_stored
 from nbtune.space import SearchSpace
 from nbtune.storage import checkpoint_dir
@@ -30,6 +30,7 @@ def trials_frame(
     metric: str | Sequence[str] | None,
     mode: str | Sequence[str],
     checkpoint_mb: Mapping[int, float] | None = None,
+    rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """One row per trial: id, status, `config/<param>` columns, metric (last and best), ...,
     `stopped_by` (who cut a TERMINATED trial short: "user", "scheduler", "stop criteria",
@@ -37,10 +38,13 @@ def trials_frame(
     end, failed or is not over), and `checkpoint_mb`, the disk its checkpoints use, where it
     is given; `gpu`, the ids it ran on, in a run whose trials use GPUs. With several metrics:
     each one's last value and `pareto`, whether the trial is on the Pareto front (see
-    `nbtune.objectives`)."""
+    `nbtune.objectives`). Given the result `rows`, every other key a trial reported follows
+    the metrics, with its last value (numbers and text), under its own name, or under
+    `REPORTED_PREFIX` + its name where that name is one of these columns."""
     import pandas as pd  # imported here so that workers and `import nbtune` stay light
 
-    rows = []
+    reported = last_reported(rows or (), metric)
+    records = []
     on_gpus = any(trial.gpus for trial in trials)
     front = {trial.trial_id for trial in pareto_trials(trials, metric, mode)}
     for trial in trials:
@@ -63,16 +67,73 @@ def trials_frame(
             row["checkpoint_mb"] = checkpoint_mb.get(trial.trial_id, 0.0)
         if on_gpus:
             row["gpu"] = trial.gpus
-        rows.append(row)
-    columns, dtypes = _trial_columns(rows, metric), _trial_dtypes(metric)
-    dtypes.update(_sometimes_set_ints(rows, columns))
+        records.append(row)
+    columns, dtypes = _trial_columns(records, metric), _trial_dtypes(metric)
+    dtypes.update(_sometimes_set_ints(records, columns))
+    _add_reported(records, columns, dtypes, reported, trials)
     if checkpoint_mb is not None:
         columns.append("checkpoint_mb")
         dtypes["checkpoint_mb"] = "float64"
     if on_gpus:
         columns.append("gpu")
         dtypes["gpu"] = "string"
-    return pd.DataFrame.from_records(rows, columns=columns).astype(dtypes)
+    return pd.DataFrame.from_records(records, columns=columns).astype(dtypes)
+
+
+REPORTED_PREFIX = "result/"
+"""Where a reported key goes in `dataframe()` when its name is one of nbtune's own columns
+(`status`, `error`, `best_loss`...): `result/status`."""
+
+
+def last_reported(
+    rows: Sequence[Mapping[str, Any]], metric: str | Sequence[str] | None
+) -> dict[int, dict[str, Any]]:
+    """By trial, the last value of each key it reported, nbtune's own keys and the tuned
+    metrics (which have columns of their own) left out."""
+    skipped = {*RESULT_KEYS, *names(metric)}
+    last: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        values = last.setdefault(row["trial_id"], {})
+        values.update(row)
+    for values in last.values():
+        for key in skipped & values.keys():
+            del values[key]
+    return last
+
+
+def _add_reported(
+    records: list[dict[str, Any]],
+    columns: list[str],
+    dtypes: dict[str, Any],
+    reported: Mapping[int, Mapping[str, Any]],
+    trials: Sequence[Trial],
+) -> None:
+    """Put each trial's last reported values in its record, one column per key in the order
+    the keys first came, after the metrics."""
+    keys = list(dict.fromkeys(key for values in reported.values() for key in values))
+    if not keys:
+        return
+    taken = {*columns, "checkpoint_mb", "gpu"}
+    column_of = {key: REPORTED_PREFIX + key if key in taken else key for key in keys}
+    for record, trial in zip(records, trials, strict=True):
+        for key, value in reported.get(trial.trial_id, {}).items():
+            record[column_of[key]] = value
+    first_tail = columns.index(next(iter(_TAIL_DTYPES)))
+    columns[first_tail:first_tail] = list(column_of.values())
+    for column in column_of.values():
+        dtypes[column] = _reported_dtype([r[column] for r in records if column in r])
+        for record in records:
+            if dtypes[column] == "float64" and column in record:
+                record[column] = number(record[column])
+
+
+def _reported_dtype(values: list[Any]) -> str:
+    """float64 for numbers, string for text, object for a mix or anything else."""
+    if all(number(value) is not None for value in values):
+        return "float64"
+    if all(isinstance(value, str) for value in values):
+        return "string"
+    return "object"
 
 
 _TAIL_DTYPES = {
@@ -176,11 +237,12 @@ class ResultsView:
         return best_row(self._snapshot()[1], self._require_metric(), self.mode)
 
     def dataframe(self) -> pd.DataFrame:
-        """One row per trial: `trial_id`, `status`, `config/<param>`, the metric, ...,
-        `stopped_by` (who cut a trial short, see `trials_frame`), `checkpoint_mb` (megabytes,
-        10**6 bytes, its checkpoints use on disk)."""
-        trials = self._snapshot()[0]
-        return trials_frame(trials, self.metric, self.mode, self.checkpoint_mb(trials))
+        """One row per trial: `trial_id`, `status`, `config/<param>`, the metric, the last
+        value of every other key it reported (`acc`, ...; `result/<key>` for a key named like
+        one of these columns), ..., `stopped_by` (who cut a trial short, see `trials_frame`),
+        `checkpoint_mb` (megabytes, 10**6 bytes, its checkpoints use on disk)."""
+        trials, rows = self._snapshot()
+        return trials_frame(trials, self.metric, self.mode, self.checkpoint_mb(trials), rows)
 
     def checkpoint_mb(self, trials: Sequence[Trial] | None = None) -> dict[int, float]:
         """Megabytes (10**6 bytes) of checkpoints on disk, by trial id."""
@@ -247,6 +309,52 @@ class ResultsView:
         trials = self._snapshot()[0]
         return next(trial for trial in trials if trial.trial_id == row["trial_id"])
 
+    def get_best_trial(
+        self, metric: str | None = None, mode: str | None = None, scope: str = "last"
+    ) -> Trial | None:
+        """The best trial by `metric` (default: the tuned one) under `mode` (default: the
+        tuned metric's), as Ray Tune's `get_best_trial`: by each trial's last value of it
+        (`scope="last"`), its best ever ("all"), the mean of all its values ("avg") or of its
+        last 5 or 10 ("last-5-avg", "last-10-avg"). NaN and infinities never win, ties go to
+        the lower id; None while no trial has a value.
+
+        Raises:
+            ValueError: an unknown scope or mode, a metric no trial reported, or a mode
+                missing for a metric the run does not tune; the message says what to pass.
+        """
+        metric, mode = self._metric_and_mode(metric, mode)
+        reduce = _scope(scope)
+        trials, rows = self._snapshot()
+        values: dict[int, list[float]] = {}
+        seen = False
+        for row in rows:
+            if metric in row:
+                seen = True
+                value = finite(row[metric])
+                if value is not None:
+                    values.setdefault(row["trial_id"], []).append(value)
+        if not seen and rows:
+            known = sorted({key for row in rows for key in row} - set(RESULT_KEYS))
+            raise ValueError(f"no trial reported {metric!r}; the reported keys are {known}")
+        scores = {trial_id: reduce(series, mode) for trial_id, series in values.items()}
+        if not scores:
+            return None
+        sign = 1 if mode == "min" else -1
+        best_id = min(scores, key=lambda trial_id: (sign * scores[trial_id], trial_id))
+        return next(trial for trial in trials if trial.trial_id == best_id)
+
+    def _metric_and_mode(self, metric: str | None, mode: str | None) -> tuple[str, str]:
+        """`metric` and `mode` checked, or the tuned metric's where they are not given."""
+        if metric is None:
+            metric = self._require_metric()
+        tuned = dict(zip(names(self.metric), modes(self.metric, self.mode), strict=True))
+        mode = mode if mode is not None else tuned.get(metric)
+        if mode is None:
+            raise ValueError(f"{metric!r} is not a tuned metric: pass mode='min' or mode='max'")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode={mode!r}: use 'min' or 'max'")
+        return metric, mode
+
     @property
     def best_config(self) -> dict[str, Any] | None:
         """The configuration of `best_trial`."""
@@ -287,3 +395,21 @@ class ResultsView:
                 "trial is best; use best_trials (the Pareto front) or nbtune.plot_pareto_front"
             )
         return self.metric
+
+
+SCOPES = ("last", "all", "avg", "last-5-avg", "last-10-avg")
+"""How `get_best_trial` sums up a trial's values of a metric, as Ray Tune's scopes."""
+
+
+def _scope(scope: Any) -> Any:
+    """The function that sums up a trial's values (in order) under `mode`, for `scope`."""
+    if scope == "last":
+        return lambda values, mode: values[-1]
+    if scope == "all":
+        return lambda values, mode: min(values) if mode == "min" else max(values)
+    if scope == "avg":
+        return lambda values, mode: sum(values) / len(values)
+    if scope in ("last-5-avg", "last-10-avg"):
+        count = int(scope.split("-")[1])
+        return lambda values, mode: sum(values[-count:]) / len(values[-count:])
+    raise ValueError(f"scope={scope!r}: use one of {', '.join(map(repr, SCOPES))}")

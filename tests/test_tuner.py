@@ -267,3 +267,59 @@ def test_two_runs_side_by_side_do_not_wait_for_each_other(make_tuner, log):
     assert first.status.running == 2, "while the first run went on"
     first.stop()
     assert first.wait(30)
+
+
+SERIES = {
+    0: [0.9, 0.0, 0.0, 0.0, 0.0, 0.0],
+    1: [0.0, 0.2, 0.2, 0.2, 0.2, 0.2],
+    2: [0.5, 0.5, 0.0, 0.0, 0.0, 0.3],
+}
+
+
+def reports_series(config):
+    """Reports `acc` along its series, a falling `loss`, text and a key named like a column."""
+    for step, acc in enumerate(SERIES[config["which"]], start=1):
+        extra = {"warmup_lr": 0.1} if step == 1 else {}
+        nt.report(loss=1 / step, acc=acc, phase=f"epoch {step}", status="ok", **extra)
+
+
+def test_the_trials_frame_has_the_last_value_of_every_reported_key(make_tuner):
+    tuner = make_tuner(
+        reports_series, {"which": nt.grid([0, 1, 2])}, metric="loss", executor=nt.ThreadExecutor()
+    )
+    frame = run(tuner).dataframe()
+    reported = ["acc", "phase", "result/status", "warmup_lr"]
+    columns = list(frame.columns)
+    assert columns[columns.index("best_loss") + 1 : columns.index("training_iteration")] == reported
+    assert frame["acc"].tolist() == [0.0, 0.2, 0.3]
+    assert frame["phase"].tolist() == ["epoch 6"] * 3
+    assert frame["result/status"].tolist() == ["ok"] * 3, "nbtune's status keeps its name"
+    assert frame["status"].tolist() == ["TERMINATED"] * 3
+    assert frame["warmup_lr"].tolist() == [0.1] * 3, "the last value it was reported with"
+    assert (frame.dtypes["acc"], frame.dtypes["phase"]) == ("float64", "string")
+
+
+@pytest.mark.parametrize(
+    ("scope", "best"), [("last", 2), ("all", 0), ("avg", 2), ("last-5-avg", 1), ("last-10-avg", 2)]
+)
+def test_get_best_trial_sums_up_each_trial_by_its_scope(make_tuner, scope, best):
+    tuner = make_tuner(
+        reports_series, {"which": nt.grid([0, 1, 2])}, metric="loss", executor=nt.ThreadExecutor()
+    )
+    run(tuner)
+    assert tuner.get_best_trial("acc", "max", scope).trial_id == best
+    assert nt.load(tuner.path).get_best_trial("acc", "max", scope).trial_id == best
+
+
+def test_get_best_trial_defaults_to_the_tuned_metric_and_refuses_what_it_cannot_rank(make_tuner):
+    tuner = make_tuner(
+        reports_series, {"which": nt.grid([0, 1, 2])}, metric="loss", executor=nt.ThreadExecutor()
+    )
+    run(tuner)
+    assert tuner.get_best_trial().trial_id == 0, "every loss ends at 1/6: ties go to the lowest id"
+    with pytest.raises(ValueError, match="'acc' is not a tuned metric: pass mode='min' or"):
+        tuner.get_best_trial("acc")
+    with pytest.raises(ValueError, match="no trial reported 'accuracy'; the reported keys are"):
+        tuner.get_best_trial("accuracy", "max")
+    with pytest.raises(ValueError, match="scope='best': use one of 'last', 'all', 'avg'"):
+        tuner.get_best_trial(scope="best")

@@ -328,7 +328,7 @@ class Dashboard:
         if tab == "dataframe":
             from nbtune.results import trials_frame
 
-            frame = trials_frame(trials, metric, mode)
+            frame = trials_frame(trials, metric, mode, rows=rows)
             self.frame.value = frame.to_html(max_rows=60, float_format=format_number)
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
