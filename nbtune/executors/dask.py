@@ -29,7 +29,9 @@ Checkpoints make no shared-disk assumption. A resumed trial's checkpoint travels
 task (as an argument, or scattered first when large); a checkpoint the trial writes stays on
 the worker's local disk and is shipped to the driver, which writes it where the runner
 expects it: small ones inline with the result, large ones fetched from the worker through
-Dask (`client.run`), so that they never clog the line that carries reports.
+Dask (`client.run`), so that they never clog the line that carries reports; a result with
+a large checkpoint waits for the driver's Ack, so that its trial cannot end and clean up its
+scratch folder before the checkpoint is fetched.
 
 A running Dask task cannot be cancelled (dask/distributed#4694): `kill` restarts the worker
 process that runs the trial (its other tasks, if it runs several at once, are lost and
@@ -114,7 +116,11 @@ class _ShippingChannel:
 
     def send(self, event: WorkerEvent) -> None:
         if isinstance(event, WorkerResult) and event.checkpoint is not None:
-            event = replace(event, checkpoint=self._ship(event.checkpoint))
+            shipped = self._ship(event.checkpoint)
+            self._connection.send(replace(event, checkpoint=shipped))
+            if shipped.data is None:
+                answer(self._connection)  # fetched: the trial may end and clean up
+            return
         if isinstance(event, WorkerPaused):
             self._connection.send(replace(event, checkpoint=self._ship(event.checkpoint)))
             answer(self._connection)  # the driver holds it now: the task may clean up
@@ -352,7 +358,10 @@ class DaskExecutor(Executor):
         """Store a shipped checkpoint on the driver's disk; the runner sees its path there."""
         trial_id = event.trial_id
         if isinstance(event, WorkerResult) and isinstance(event.checkpoint, Shipped):
-            return replace(event, checkpoint=self._store_or_none(trial_id, event.checkpoint))
+            stored = self._store_or_none(trial_id, event.checkpoint)
+            if event.checkpoint.data is None:
+                self._lines.reply(trial_id, Ack(True))
+            return replace(event, checkpoint=stored)
         if not isinstance(event, WorkerPaused):
             return event
         try:
