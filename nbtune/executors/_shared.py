@@ -107,14 +107,16 @@ def _root_for(nbytes: int, pending: int) -> str:
     return root
 
 
-def _remove_stale_folders(root: str) -> None:
-    """Remove the run folders in `root` whose driver process is gone (killed with its
-    process group, loky's resource tracker too)."""
-    with contextlib.suppress(OSError):
-        for name in os.listdir(root):
-            match = _FOLDER_NAME.match(name)
-            if match is not None and not _alive(int(match.group(1))):
-                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+def _remove_stale_folders() -> None:
+    """Remove the run folders, wherever they may be, whose driver process is gone (killed with
+    its process group, loky's resource tracker too); before shared memory's free space is
+    measured, which such a folder may be taking."""
+    for root in {SHARED_MEMORY, tempfile.gettempdir(), _chosen_folder()}:
+        with contextlib.suppress(OSError, TypeError):
+            for name in os.listdir(root):
+                match = _FOLDER_NAME.match(name)
+                if match is not None and not _alive(int(match.group(1))):
+                    shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
@@ -212,11 +214,9 @@ class RunData:
         return self._folder_in(_temp_root())
 
     def _folder_in(self, root: str) -> str:
-        """The run's folder in `root`, made (and the folders of dead drivers there removed)
-        when first needed."""
+        """The run's folder in `root`, made when first needed."""
         folder = self._folders.get(root)
         if folder is None:
-            _remove_stale_folders(root)
             folder = tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-", dir=root)
             resource_tracker.register(folder, "folder")
             self._folders[root] = folder
@@ -237,6 +237,8 @@ class RunData:
         token = _token_for(array)
         path = self._written.get(token)
         if path is None:
+            if not self._folders:
+                _remove_stale_folders()
             self._to_shared_memory = [(f, n) for f, n in self._to_shared_memory if not f.done()]
             pending = sum(n for _, n in self._to_shared_memory)
             root = _root_for(array.nbytes, pending)
