@@ -13,6 +13,7 @@ import io
 import os
 import re
 import shutil
+import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,12 +94,57 @@ def save(checkpoint: Any, folder: Path, iteration: int) -> Path:
 
 
 def _save_directory(source: Path, target: Path) -> Path:
+    _check_copyable(source)
     temporary = target.with_name(target.name + ".tmp")
     shutil.rmtree(temporary, ignore_errors=True)
-    shutil.copytree(source, temporary)
+    try:
+        shutil.copytree(source, temporary)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
     remove(target)
     os.replace(temporary, target)
     return target
+
+
+def _check_copyable(source: Path) -> None:
+    """Refuse, in one line and before copying anything, a folder that cannot be copied whole:
+    one holding a special file (a FIFO, a socket, a device), a link to nothing, a link out of
+    the folder, or a link to a folder that contains it (which copies forever).
+
+    Links to files and folders elsewhere inside it are fine: they are copied as what they point to.
+    """
+    root = os.path.realpath(source)
+    for folder, folders, files in os.walk(root):
+        for name in folders + files:
+            path = os.path.join(folder, name)
+            shown = os.path.relpath(path, root)
+            if os.path.islink(path):
+                _check_link(path, shown, root)
+            elif not (os.path.isdir(path) or stat.S_ISREG(os.lstat(path).st_mode)):
+                raise _refused(source, f"{shown!r} is not a regular file or folder")
+
+
+def _check_link(path: str, shown: str, root: str) -> None:
+    target = os.path.realpath(path)
+    source = Path(root)
+    if not os.path.exists(target):
+        raise _refused(source, f"{shown!r} is a link to nothing")
+    if os.path.commonpath([root, target]) != root:
+        raise _refused(source, f"{shown!r} is a link out of the folder (to {target})")
+    if os.path.isdir(target):
+        parent = os.path.dirname(path)
+        if os.path.commonpath([target, parent]) == target:
+            raise _refused(source, f"{shown!r} is a link to a folder that contains it")
+    elif not stat.S_ISREG(os.stat(target).st_mode):
+        raise _refused(source, f"{shown!r} is not a regular file or folder")
+
+
+def _refused(source: Path, why: str) -> ValueError:
+    return ValueError(
+        f"nbtune.report(checkpoint=Checkpoint.from_directory({str(source)!r})): {why}; "
+        "save only the model's files in the folder (copy what a link points to)"
+    )
 
 
 def load(path: str | os.PathLike) -> Any:
@@ -165,8 +211,12 @@ def unpack(data: bytes, path: Path) -> Path:
         return path
     temporary = path.with_name(path.name + ".tmp")
     shutil.rmtree(temporary, ignore_errors=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
-        archive.extractall(temporary, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
+            archive.extractall(temporary, filter="data")
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
     remove(path)
     os.replace(temporary, path)
     return path

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import pickle
+import sys
 from collections.abc import Callable
 from typing import Any
 
+import cloudpickle
+
+from nbtune.executors._shared import MAP_MIN_BYTES
 from nbtune.trainable import Trainable, is_class_trainable
 
 
@@ -14,10 +20,15 @@ def with_parameters(trainable: Callable | type[Trainable], /, **objects: Any) ->
 
     The objects travel once per run, not once per trial: with a process executor, NumPy arrays
     (pandas objects too, through their arrays) of 1 MB or more reach the workers as read-only
-    memory maps of files in a folder private to the run (under /dev/shm where it exists),
+    memory maps of files in a folder private to the run (under /dev/shm where it is large),
     removed when the run ends; other objects are pickled once and unpickled once per worker.
-    On Dask they are scattered to every worker once per run. Arrays arrive read-only: copy
-    one (`x.copy()`) to change it in a trial.
+    On Dask they are scattered to every worker once per run.
+
+    Every trial gets the objects as they were, whichever trials ran before it in the same
+    worker (or thread): its own copy of each, made from the worker's untouched one, in which
+    every NumPy array is read-only (a large one is shared, not copied). Copy an array
+    (`x.copy()`) to change it in a trial. An object that cannot be copied by pickling (a
+    lock, with `ThreadExecutor`) is handed as it is.
 
     The same happens to large arrays the trainable captures (a closure, a global of the
     notebook, a `functools.partial`): `with_parameters` says explicitly what a trial gets.
@@ -59,7 +70,7 @@ class WithParameters:
         self.__wrapped__ = trainable
 
     def __call__(self, config: dict[str, Any]) -> Any:
-        return self.trainable(config, **self.objects)
+        return self.trainable(config, **fresh_copy(self.objects))
 
     def __repr__(self) -> str:
         names = ", ".join(self.objects)
@@ -70,7 +81,7 @@ def _bound_class(cls: type[Trainable], objects: dict[str, Any]) -> type[Trainabl
     """A subclass of `cls`, named as it is, whose `setup(config)` passes `objects` on."""
 
     def setup(self: Trainable, config: dict[str, Any]) -> None:
-        cls.setup(self, config, **objects)
+        cls.setup(self, config, **fresh_copy(objects))
 
     namespace = {
         "setup": setup,
@@ -80,3 +91,53 @@ def _bound_class(cls: type[Trainable], objects: dict[str, Any]) -> type[Trainabl
         "__wrapped__": cls,
     }
     return type(cls.__name__, (cls,), namespace)
+
+
+def fresh_copy(objects: dict[str, Any]) -> dict[str, Any]:
+    """A trial's own copy of `objects`, by a pickle round trip in which every NumPy array is
+    made read-only: one that is already (a map) or large (a view) is shared rather than
+    copied. `objects` as they are if they cannot be pickled (only `ThreadExecutor` lets such
+    objects through)."""
+    arrays: dict[int, Any] = {}
+    buffer = io.BytesIO()
+    try:
+        _Copier(buffer, arrays).dump(objects)
+    except Exception:
+        return objects
+    buffer.seek(0)
+    return _Restorer(buffer, arrays).load()
+
+
+class _Copier(cloudpickle.CloudPickler):
+    """cloudpickle, with each NumPy array set aside as its read-only counterpart."""
+
+    def __init__(self, file: io.BytesIO, arrays: dict[int, Any]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._arrays = arrays
+
+    def persistent_id(self, obj: Any) -> int | None:
+        np = sys.modules.get("numpy")
+        if np is None or type(obj) not in (np.ndarray, np.memmap) or obj.dtype.hasobject:
+            return None
+        key = id(obj)
+        if key not in self._arrays:
+            self._arrays[key] = _read_only(obj)
+        return key
+
+
+class _Restorer(pickle.Unpickler):
+    def __init__(self, file: io.BytesIO, arrays: dict[int, Any]) -> None:
+        super().__init__(file)
+        self._arrays = arrays
+
+    def persistent_load(self, key: Any) -> Any:
+        return self._arrays[key]
+
+
+def _read_only(array: Any) -> Any:
+    """`array` itself if it cannot be written, else a read-only view of it (large) or copy."""
+    if not array.flags.writeable:
+        return array
+    same = array.view() if array.nbytes >= MAP_MIN_BYTES else array.copy()
+    same.flags.writeable = False
+    return same

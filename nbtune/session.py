@@ -3,6 +3,11 @@
 `report`, `get_checkpoint` and `get_trial_id` find the trial they belong to through the
 session that the worker activated before calling the trainable. In a process worker there is
 one session per process; the thread executor keeps one per thread.
+
+A thread that the trial started (a data loader, a library's callback thread) may report too:
+it belongs to the one running trial that it was not already there for. Its reports and the
+trial's own go down the line one at a time, each waiting for its reply, in the order they
+are made; a thread left over from a trial that has ended cannot report into the next one.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ from __future__ import annotations
 import io
 import os
 import reprlib
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -87,6 +94,10 @@ class TrialSession:
         self._pid = os.getpid()
         self.last_metrics: dict[str, Any] = {}
         self._ended: type[BaseException] | None = None
+        self._closed = False
+        self._line = threading.Lock()
+        self._threads_before: frozenset[threading.Thread] = frozenset()
+        self._checkpoint_copy: str | None = None
         self.checkpoint_on_demand: Callable[[], Any] | None = None
 
     def report(self, metrics: dict[str, Any], checkpoint: Any = None) -> None:
@@ -105,14 +116,26 @@ class TrialSession:
         Once the runner has ended or paused the trial, a further report (from a `finally:`
         block, or after catching the stop) sends nothing and raises the same again: the line
         already belongs to the next trial, whose launch must not be read as a reply.
+
+        Reports from the trial's threads take the line one at a time (a report and its reply,
+        then the next), so that a reply always answers the report that waits for it.
         """
-        if self._ended is not None:
-            raise self._ended
         if os.getpid() != self._pid:
             raise RuntimeError(
                 "nbtune.report() was called in a process forked from the trial's; only the "
                 "trial's own process can report: send the child's results back to it"
             )
+        with self._line:
+            if self._ended is not None:
+                raise self._ended
+            if self._closed:
+                raise RuntimeError(
+                    "nbtune.report() was called from a thread after its trial had ended; join "
+                    "the threads that report before the trainable returns"
+                )
+            self._report(metrics, checkpoint)
+
+    def _report(self, metrics: dict[str, Any], checkpoint: Any) -> None:
         metrics = storable(metrics)
         reserved = RESERVED_KEYS.intersection(metrics)
         if reserved:
@@ -169,11 +192,32 @@ class TrialSession:
         checkpoint = self.checkpoint_on_demand()
         return None if checkpoint is None else self._save_checkpoint(checkpoint)
 
+    def end(self, message: Any) -> None:
+        """Send the trial's last message (done, failed), once no report of one of its threads
+        is on the line; such a thread cannot report after it."""
+        with self._line:
+            self._closed = True
+            self._channel.send(message)
+
     def get_checkpoint(self) -> Any:
-        """The checkpoint the trial was started from, or None on a fresh start."""
+        """The checkpoint the trial was started from, or None on a fresh start.
+
+        A directory checkpoint comes as a private copy, the same one for the whole trial and
+        removed when it ends: the trial may write into it (save its next checkpoint there,
+        say) without touching the stored one, which a fork or a retry may start from too.
+        """
         if self._checkpoint_path is None:
             return None
-        return stored_checkpoint.load(self._checkpoint_path)
+        if self._checkpoint_copy is None and os.path.isdir(self._checkpoint_path):
+            folder = tempfile.mkdtemp(prefix=f"nbtune-trial{self.trial_id}-")
+            copy = os.path.join(folder, os.path.basename(self._checkpoint_path))
+            try:
+                shutil.copytree(self._checkpoint_path, copy, symlinks=True)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            self._checkpoint_copy = copy
+        return stored_checkpoint.load(self._checkpoint_copy or self._checkpoint_path)
 
     def drain_output(self) -> str:
         """Text the trial printed since the last call."""
@@ -188,6 +232,7 @@ class TrialSession:
         return str(stored_checkpoint.save(checkpoint, self._checkpoint_dir, self.iteration))
 
     def __enter__(self) -> TrialSession:
+        self._threads_before = frozenset(threading.enumerate())
         _activate(self)
         if self._output is not None:
             self._saved_streams = sys.stdout, sys.stderr
@@ -198,35 +243,63 @@ class TrialSession:
         if self._output is not None:
             sys.stdout, sys.stderr = self._saved_streams
         _activate(None)
+        if self._checkpoint_copy is not None:
+            shutil.rmtree(os.path.dirname(self._checkpoint_copy), ignore_errors=True)
+            self._checkpoint_copy = None
+
+    def started(self, thread: threading.Thread) -> bool:
+        """Whether `thread` started while the trial ran (it was not there before)."""
+        return thread not in self._threads_before
 
 
 _thread_local = threading.local()
 _active: set[TrialSession] = set()
 """The sessions of this process's running trials, whatever their thread."""
+_active_lock = threading.Lock()
 
 
 def _activate(session: TrialSession | None) -> None:
     known = getattr(_thread_local, "session", None)
-    if known is not None:
-        _active.discard(known)
-    if session is not None:
-        _active.add(session)
+    with _active_lock:
+        if known is not None:
+            _active.discard(known)
+        if session is not None:
+            _active.add(session)
     _thread_local.session = session
 
 
 def _current() -> TrialSession:
     session = getattr(_thread_local, "session", None)
-    if session is None and _active:
-        raise RuntimeError(
-            "nbtune.report() was called from another thread than the trial's; report from "
-            "the thread that runs the trainable (hand it the helper threads' results)"
-        )
     if session is None:
+        return _started_by()
+    return session
+
+
+def _started_by() -> TrialSession:
+    """The running trial that started the calling thread: the one that it was not already
+    there for; a one-line error if there is none, or several."""
+    with _active_lock:
+        running = list(_active)
+    if not running:
         raise RuntimeError(
             "nbtune.report() and friends only work inside a trial; "
             "call them from the trainable you pass to nbtune.Tuner"
         )
-    return session
+    thread = threading.current_thread()
+    owners = [session for session in running if session.started(thread)]
+    if len(owners) == 1:
+        return owners[0]
+    if not owners:
+        raise RuntimeError(
+            "nbtune.report() was called from a thread that no running trial started (one "
+            "left over by a trial that has ended?); report from the trial's threads, and "
+            "join them before the trainable returns"
+        )
+    raise RuntimeError(
+        "nbtune.report() was called from a thread started while several trials ran on "
+        "threads of this process (ThreadExecutor), so it belongs to none of them for sure: "
+        "report from the trial's own thread, or use the default LokyExecutor"
+    )
 
 
 def report(

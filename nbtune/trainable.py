@@ -84,10 +84,10 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
         if not session.paused:
             summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
             output = session.drain_output()
-            channel.send(WorkerFailed(launch.trial_id, summary, traceback.format_exc(), output))
+            session.end(WorkerFailed(launch.trial_id, summary, traceback.format_exc(), output))
         return
     if not session.paused:
-        channel.send(WorkerDone(launch.trial_id, session.drain_output()))
+        session.end(WorkerDone(launch.trial_id, session.drain_output()))
 
 
 def _trial_limits(launch: TrialLaunch) -> contextlib.AbstractContextManager:

@@ -3,6 +3,8 @@ the best model back at the end."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,8 +12,9 @@ import trainables
 
 import nbtune as nt
 from nbtune import checkpoint
-from nbtune.events import TrialPaused, TrialResult
+from nbtune.events import TrialCompleted, TrialPaused, TrialResult
 from nbtune.executors.dask import INLINE_CHECKPOINT_BYTES
+from nbtune.session import TrialSession
 
 
 def result_of(trial_id, iteration):
@@ -200,3 +203,113 @@ def test_a_large_directory_checkpoint_travels_through_dask(make_tuner, log, dask
     latest = tuner.get_checkpoint(0)
     assert step_of(latest) == 20
     assert (latest.path / "weights.bin").stat().st_size == size
+
+
+# ----- what get_checkpoint hands out, and what from_directory refuses (issue 30, item 7) -----
+
+
+def scribbles_on_its_checkpoint(config):
+    """`trainables.model_files`, except that a trial resumed from a checkpoint first writes
+    into the folder `get_checkpoint()` gave it (a step far ahead, and a file of its own)."""
+    checkpoint = nt.get_checkpoint()
+    if checkpoint is not None and config.get("scribble"):
+        (checkpoint.path / "step.txt").write_text("1000")
+        (checkpoint.path / "mine.txt").write_text("the fork's")
+    trainables.model_files(config)
+
+
+def test_a_fork_that_writes_into_its_checkpoint_leaves_its_parent_s_alone(make_tuner, log):
+    tuner = make_tuner(
+        scribbles_on_its_checkpoint,
+        {"steps": 8, "best_at": 1, "interval": 0.01, "scribble": False},
+        metric="loss",
+        callbacks=[log],
+    )
+    start_then_pause(tuner, log, after=3)
+    start = tuner.get_trial(0).checkpoint_iteration
+    stored = tuner.get_checkpoint(0)
+    child = tuner.fork(0, {"scribble": True})
+    log.wait_for(lambda e: isinstance(e, TrialCompleted) and e.trial_id == child)
+    assert step_of(stored) == start and not (stored.path / "mine.txt").exists()
+    tuner.resume(0)
+    assert tuner.wait(60)
+    assert iterations(tuner, 0) == list(range(1, 9)), "the parent resumed where it paused"
+
+
+def test_get_checkpoint_hands_out_a_private_copy_that_goes_with_the_trial(tmp_path):
+    source = tmp_path / "model"
+    source.mkdir()
+    (source / "step.txt").write_text("3")
+    stored = checkpoint.save(nt.Checkpoint.from_directory(source), tmp_path / "stored", 3)
+    session = TrialSession(
+        0,
+        channel=None,
+        iteration=3,
+        checkpoint_path=str(stored),
+        checkpoint_dir=str(tmp_path / "new"),
+        capture_output=False,
+    )
+    with session:
+        got = session.get_checkpoint()
+        assert got.path != stored and step_of(got) == 3
+        assert session.get_checkpoint() == got, "the same copy for the whole trial"
+        (got.path / "step.txt").write_text("99")
+    assert not got.path.exists(), "removed when the trial ends"
+    assert (stored / "step.txt").read_text() == "3"
+
+
+def _fifo(folder):
+    os.mkfifo(folder / "pipe")
+
+
+def _dangling(folder):
+    (folder / "gone").symlink_to(folder / "missing.bin")
+
+
+def _loop(folder):
+    (folder / "again").symlink_to(".")
+
+
+def _outside(folder):
+    (folder / "etc").symlink_to("/etc")
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (_fifo, r"'pipe' is not a regular file or folder"),
+        (_dangling, r"'gone' is a link to nothing"),
+        (_loop, r"'again' is a link to a folder that contains it"),
+        (_outside, r"'etc' is a link out of the folder"),
+    ],
+)
+def test_a_directory_checkpoint_that_cannot_be_copied_whole_is_refused_and_leaves_nothing(
+    tmp_path, make, said
+):
+    source = tmp_path / "model"
+    source.mkdir()
+    (source / "weights.bin").write_bytes(bytes(1_000_000))
+    (source / "inner").mkdir()
+    (source / "inner" / "same.bin").symlink_to("../weights.bin")  # a link inside is fine
+    make(source)
+    folder = tmp_path / "checkpoints"
+    with pytest.raises(ValueError, match=said) as raised:
+        checkpoint.save(nt.Checkpoint.from_directory(source), folder, 4)
+    assert "\n" not in str(raised.value)
+    assert list(folder.iterdir()) == [], "no checkpoint_000004.tmp left"
+
+
+def reports_a_fifo(config):
+    with tempfile.TemporaryDirectory() as folder:
+        os.mkfifo(Path(folder) / "pipe")
+        nt.report(loss=1.0, checkpoint=nt.Checkpoint.from_directory(folder))
+
+
+def test_a_trial_whose_directory_checkpoint_is_refused_ends_in_error_keeping_nothing(make_tuner):
+    tuner = make_tuner(reports_a_fifo, metric="loss")
+    tuner.run()
+    trial = tuner.get_trial(0)
+    assert trial.status is nt.TrialStatus.ERROR
+    assert "'pipe' is not a regular file or folder" in trial.error
+    assert tuner.dataframe().loc[0, "checkpoint_mb"] == 0
+    assert not any((tuner.path / "trials" / "0" / "checkpoints").glob("*"))

@@ -2,7 +2,8 @@
 
     runner (open)                                  worker process
     -------------                                  --------------
-    RunData(): a run-private folder (/dev/shm)
+    RunData(): a run-private folder (/dev/shm,
+      or on disk: see `_root_for`)
     dumps(trainable): each large ndarray reached --> payload with a small reference per array
       -> written once to <folder>/<token>.npy,         load_trainable(payload): the reference
          on a thread of its own                        unpickles as the array this worker
@@ -18,9 +19,18 @@ file's pages (the page cache, or shared memory under /dev/shm) instead of each h
 The arrays a trial gets are read-only (`np.load(mmap_mode="r")`): copy one to change it.
 
 A reference names its array by a token that stays the same from one run to the next as long
-as the driver's array is the same object with the same content (checked by a CRC of its
-bytes), so a worker kept warm across runs reuses what it mapped already. On Linux a mapped
-file lives on after its folder is removed, until the last worker lets it go.
+as the driver's array is the same object with the same content and layout (checked by a CRC
+of its bytes, its shape, strides and dtype), so a worker kept warm across runs reuses what it
+mapped already. On Linux a mapped file lives on after its folder is removed, until the last
+worker lets it go.
+
+Where the files go: `NBTUNE_TEMP_FOLDER` (or joblib's `JOBLIB_TEMP_FOLDER`) if set; else
+shared memory when it is large (2 GB free or more, joblib's rule) and the array leaves half of
+it free; else the temporary folder on disk, whose pages the workers share through the page
+cache just the same. A 64 MB /dev/shm (Docker's, Kubernetes' and Binder's default) is never
+filled. A folder is named for its driver's process id: loky's resource tracker removes it if
+the driver is killed alone, and the next run (of any driver) removes those of drivers that
+are gone, tracker and all (a kernel kill reaches the whole process group).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import contextlib
 import io
 import mmap
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -51,22 +62,88 @@ _MAPPED_KEPT = 8
 """How many mapped arrays a worker keeps for runs to come (the most recently used)."""
 
 
+SHARED_MEMORY = "/dev/shm"
+SHARED_MEMORY_MIN_BYTES = 2 * 10**9
+"""Shared memory with less free than this is left alone, as joblib does (`_get_temp_dir`)."""
+
+_FOLDER_PREFIX = "nbtune-run-"
+_FOLDER_NAME = re.compile(rf"{_FOLDER_PREFIX}(\d+)-")
+
+
+def _chosen_folder() -> str | None:
+    """The folder the user chose for the arrays, if any."""
+    return os.environ.get("NBTUNE_TEMP_FOLDER") or os.environ.get("JOBLIB_TEMP_FOLDER") or None
+
+
+def _shared_memory_free() -> int:
+    """Bytes free in shared memory; 0 where there is none that this process may write."""
+    if not (os.path.isdir(SHARED_MEMORY) and os.access(SHARED_MEMORY, os.W_OK)):
+        return 0
+    try:
+        stats = os.statvfs(SHARED_MEMORY)
+    except OSError:
+        return 0
+    return stats.f_bavail * stats.f_frsize
+
+
 def _temp_root() -> str:
-    """Shared memory where there is some (as joblib picks), else the temporary folder."""
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK):
-        return shm
+    """Where a run's arrays go by default: the folder the user chose, else shared memory where
+    there is plenty, else the temporary folder."""
+    chosen = _chosen_folder()
+    if chosen is not None:
+        return chosen
+    if _shared_memory_free() >= SHARED_MEMORY_MIN_BYTES:
+        return SHARED_MEMORY
     return tempfile.gettempdir()
 
 
+def _root_for(nbytes: int, pending: int) -> str:
+    """Where an array of `nbytes` goes, `pending` bytes being on their way to shared memory:
+    the default root, unless that is shared memory and the array would take more than half
+    of what is free there."""
+    root = _temp_root()
+    if root == SHARED_MEMORY and nbytes + pending > _shared_memory_free() // 2:
+        return tempfile.gettempdir()
+    return root
+
+
+def _remove_stale_folders() -> None:
+    """Remove the run folders, wherever they may be, whose driver process is gone (killed with
+    its process group, loky's resource tracker too); before shared memory's free space is
+    measured, which such a folder may be taking."""
+    for root in {SHARED_MEMORY, tempfile.gettempdir(), _chosen_folder()}:
+        with contextlib.suppress(OSError, TypeError):
+            for name in os.listdir(root):
+                match = _FOLDER_NAME.match(name)
+                if match is not None and not _alive(int(match.group(1))):
+                    shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not: it is only waiting to be reaped)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rpartition(")")[2].split()[0] != "Z"
+    return True
+
+
 class _Known:
-    """The driver's record of an array it has written: its token while its bytes stay."""
+    """The driver's record of an array it has written: its token while its bytes and layout
+    stay."""
 
-    __slots__ = ("array", "crc", "token")
+    __slots__ = ("array", "crc", "layout", "token")
 
-    def __init__(self, array: Any, crc: int, token: str) -> None:
+    def __init__(self, array: Any, crc: int, layout: tuple, token: str) -> None:
         self.array = weakref.ref(array)
         self.crc = crc
+        self.layout = layout
         self.token = token
 
 
@@ -76,15 +153,22 @@ _known_lock = threading.Lock()
 
 def _token_for(array: Any) -> str:
     """A name for `array`'s content, the same as last run's if it is the same object with
-    the same bytes (a new one otherwise)."""
+    the same bytes, shape, strides and dtype (a new one otherwise: an array reshaped in place
+    keeps its bytes)."""
     crc = zlib.crc32(_bytes_of(array))
+    layout = (array.shape, array.strides, array.dtype)
     with _known_lock:
         known = _known.get(id(array))
-        if known is not None and known.array() is array and known.crc == crc:
+        if (
+            known is not None
+            and known.array() is array
+            and known.crc == crc
+            and known.layout == layout
+        ):
             return known.token
         token = uuid.uuid4().hex
         try:
-            _known[id(array)] = _Known(array, crc, token)
+            _known[id(array)] = _Known(array, crc, layout, token)
             weakref.finalize(array, _known.pop, id(array), None)
         except TypeError:  # an array subclass without weak references: no reuse across runs
             pass
@@ -117,19 +201,29 @@ class RunData:
     """
 
     def __init__(self) -> None:
-        self._folder: str | None = None
+        self._folders: dict[str, str] = {}
         self._written: dict[str, str] = {}
+        self._to_shared_memory: list[tuple[Any, int]] = []
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="nbtune-data")
         self._remove: weakref.finalize | None = None
 
     @property
     def folder(self) -> str:
-        """The run's folder, made when the first array needs it (most runs have none)."""
-        if self._folder is None:
-            self._folder = tempfile.mkdtemp(prefix="nbtune-run-", dir=_temp_root())
-            resource_tracker.register(self._folder, "folder")
-            self._remove = weakref.finalize(self, _remove_folder, self._folder)
-        return self._folder
+        """The run's folder in the default root, made when the first array needs it (most runs
+        have none)."""
+        return self._folder_in(_temp_root())
+
+    def _folder_in(self, root: str) -> str:
+        """The run's folder in `root`, made when first needed."""
+        folder = self._folders.get(root)
+        if folder is None:
+            folder = tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-", dir=root)
+            resource_tracker.register(folder, "folder")
+            self._folders[root] = folder
+            if self._remove is not None:
+                self._remove.detach()
+            self._remove = weakref.finalize(self, _remove_folders, list(self._folders.values()))
+        return folder
 
     def dumps(self, obj: Any) -> bytes:
         """`obj` pickled (cloudpickle), each large array in it written once to the folder."""
@@ -143,8 +237,15 @@ class RunData:
         token = _token_for(array)
         path = self._written.get(token)
         if path is None:
-            path = os.path.join(self.folder, f"{token}.npy")
-            self._writer.submit(_write, array, path)
+            if not self._folders:
+                _remove_stale_folders()
+            self._to_shared_memory = [(f, n) for f, n in self._to_shared_memory if not f.done()]
+            pending = sum(n for _, n in self._to_shared_memory)
+            root = _root_for(array.nbytes, pending)
+            path = os.path.join(self._folder_in(root), f"{token}.npy")
+            written = self._writer.submit(_write, array, path)
+            if root == SHARED_MEMORY:
+                self._to_shared_memory.append((written, array.nbytes))
             self._written[token] = path
         return token, path
 
@@ -159,12 +260,13 @@ class RunData:
             self._remove()
 
 
-def _remove_folder(folder: str) -> None:
-    """Remove a run's folder and tell loky's resource tracker, which removes the folders of a
+def _remove_folders(folders: list[str]) -> None:
+    """Remove a run's folders and tell loky's resource tracker, which removes the folders of a
     driver that dies without doing so itself (killed), as it does for joblib's."""
-    shutil.rmtree(folder, ignore_errors=True)
-    with contextlib.suppress(Exception):
-        resource_tracker.unregister(folder, "folder")
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            resource_tracker.unregister(folder, "folder")
 
 
 def _write(array: Any, path: str) -> None:
