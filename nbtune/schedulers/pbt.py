@@ -210,6 +210,13 @@ class _Member:
         self.score: float | None = None
         self.can_donate = False
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A member saved before PBT shared workers never waits: it is where it last
+        perturbed, and no one gives way to it before it reports again."""
+        state.setdefault("progress", state["last_perturbed"])
+        state.setdefault("waiting", False)
+        self.__dict__.update(state)
+
 
 def _values_of(mutation: Mutation) -> list[Any] | None:
     """The values of a list or `choice` mutation; None for numeric domains and functions."""
