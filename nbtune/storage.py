@@ -327,10 +327,14 @@ class ExperimentStorage:
         """Take the directory (see `_Lock`), then open the result log and the trial journal
         for appending; the run is on again, so the outcome of an earlier one no longer holds."""
         self._lock = _Lock(self.path)
+        try:
+            self._results = _Log(self.path / "results.jsonl")
+            self._journal = _Log(self.path / "trials.jsonl")
+            self._commands = _Log(self.path / "commands.jsonl")
+        except BaseException:
+            self._lock.release()
+            raise
         (self.path / "outcome.json").unlink(missing_ok=True)
-        self._results = _Log(self.path / "results.jsonl")
-        self._journal = _Log(self.path / "trials.jsonl")
-        self._commands = _Log(self.path / "commands.jsonl")
         self._journal_lines = 0
 
     @contextlib.contextmanager
@@ -473,6 +477,29 @@ class ExperimentReader:
                 f"{self.path / 'state.pkl'} cannot be read ({type(exc).__name__}: {exc}); the "
                 f"results are intact: nbtune.load({str(self.path)!r}) still reads them"
             ) from None
+
+    def check_restorable(self) -> None:
+        """Read all that a restore reads and catch a copy of the saved searcher and scheduler
+        up with the trials, writing nothing: a run that this nbtune cannot carry on is refused
+        here, before its folder is taken or its outcome removed.
+
+        Raises:
+            ValueError: one line naming the folder, what failed and what to do instead.
+        """
+        spec = self.spec()
+        state = self.state()
+        try:
+            trials = self.trials(self.results(), spec.get("metric"), spec.get("mode"), trust=True)
+            for part in ("searcher", "scheduler"):
+                if state.get(part) is not None:
+                    state[part].restore(trials)
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+            raise ValueError(
+                f"{self.path} cannot be carried on by this nbtune ({reason}); nothing in it was "
+                f"changed: nbtune.load({str(self.path)!r}) reads its results, and a new run "
+                f"learns from them with warm_start={str(self.path)!r}"
+            ) from exc
 
     def results(self, *, trust: bool = False) -> list[dict[str, Any]]:
         """Every result in the log. A value that was stored pickled stays `Pickled` unless

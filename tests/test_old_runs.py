@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import cloudpickle
 import pytest
 
 import nbtune as nt
@@ -55,3 +56,37 @@ def test_an_old_run_is_restored_and_finishes(old, tmp_path):
     assert nt.load(run).state == "finished"
     check_unlocked(run)
 
+
+class _FailsToCatchUp(nt.RandomSearch):
+    """A searcher whose restore fails, as an older one that lacked an attribute did."""
+
+    def restore(self, trials):
+        raise AttributeError("'RandomSearch' object has no attribute '_points'")
+
+
+def test_a_restore_that_fails_changes_nothing_and_leaves_the_folder_free(tmp_path):
+    run = tmp_path / "random-fifo"
+    shutil.copytree(OLD_RUNS / "d51197c" / "random-fifo", run)
+    state = cloudpickle.loads((run / "state.pkl").read_bytes())
+    state["searcher"].__class__ = _FailsToCatchUp
+    (run / "state.pkl").write_bytes(cloudpickle.dumps(state))
+    before = _contents(run)
+    assert "outcome.json" in before
+
+    for attempt in range(2):  # the second is refused the same way, not as "in use"
+        with pytest.raises(ValueError) as refused:
+            nt.Tuner.restore(run, train, executor=nt.ThreadExecutor(), progress=False).start()
+        message = str(refused.value)
+        assert "\n" not in message
+        assert message.startswith(f"{run} cannot be carried on"), message
+        assert "AttributeError" in message and f"nbtune.load({str(run)!r})" in message
+        assert _contents(run) == before, f"attempt {attempt}: nothing written or deleted"
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` but the lock file, by relative path."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != ".lock"
+    }
