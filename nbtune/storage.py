@@ -240,6 +240,7 @@ class _Lock:
     """
 
     def __init__(self, path: Path) -> None:
+        check_writable(path)
         self._fd = _private_file(path / ".lock", os.O_RDWR)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -255,6 +256,20 @@ class _Lock:
 
     def release(self) -> None:
         os.close(self._fd)
+
+
+_WRITTEN = (".lock", "results.jsonl", "trials.jsonl", "commands.jsonl", "trials", "state.pkl")
+"""What a run carried on writes in its folder, besides the folder itself."""
+
+
+def check_writable(path: Path) -> None:
+    """Raise a one-line PermissionError if a run carried on could not write `path`."""
+    for found in (path, *(path / name for name in _WRITTEN)):
+        if os.path.lexists(found) and not os.access(found, os.W_OK, follow_symlinks=False):
+            raise PermissionError(
+                f"{path} cannot be written (no permission to write {found}); copy it to a "
+                f"folder of yours and carry the copy on, or read it with nbtune.load({str(path)!r})"
+            )
 
 
 def check_unlocked(path: Path) -> None:
@@ -485,9 +500,11 @@ class ExperimentReader:
 
         Raises:
             ValueError: one line naming the folder, what failed and what to do instead.
+            PermissionError: one line, if the run could not write its folder.
         """
         spec = self.spec()
         state = self.state()
+        check_writable(self.path)
         try:
             trials = self.trials(self.results(), spec.get("metric"), spec.get("mode"), trust=True)
             for part in ("searcher", "scheduler"):
