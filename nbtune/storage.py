@@ -48,7 +48,14 @@ from nbtune.trial import Trial, TrialStatus
 
 _COMPACT_EVERY = 1000
 FORMAT_VERSION = 1
-"""The layout of the experiment directory; bumped when an older nbtune could not read it."""
+"""The layout of the experiment directory; bumped when an older nbtune could not read it.
+
+Every run that nbtune has written since restore existed is format 1 (a spec without
+`format_version`, written before it was recorded, reads as 1): files added since
+(`outcome.json`, `commands.jsonl`, `trials.json`) may be missing, journal lines may lack
+fields (`Trial` defaults), and the pickled searchers and schedulers fill what older ones
+lack in `__setstate__`. tests/data/old_runs holds a stopped run of each version whose files
+or pickles changed, and tests/test_old_runs.py carries each on to its end."""
 
 
 _PICKLE = "__pickle__"
