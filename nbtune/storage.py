@@ -513,7 +513,13 @@ class ExperimentReader:
         state = self.state()
         check_writable(self.path)
         try:
-            trials = self.trials(self.results(), spec.get("metric"), spec.get("mode"), trust=True)
+            with warnings.catch_warnings():
+                # A torn last line is cut off when the run opens its logs: no news here.
+                warnings.filterwarnings(
+                    "ignore", "^.*: skipped its last line, which is incomplete$"
+                )
+                results = self.results()
+                trials = self.trials(results, spec.get("metric"), spec.get("mode"), trust=True)
             for part in ("searcher", "scheduler"):
                 if state.get(part) is not None:
                     state[part].restore(trials)
