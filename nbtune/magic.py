@@ -28,6 +28,7 @@ from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
 from nbtune import registry
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.space import SEPARATOR
+from nbtune.stopping import StopCriteria
 from nbtune.tuner import Tuner
 
 DEFAULT_VARIABLE = "_tuner"
@@ -61,6 +62,7 @@ _USER_ERRORS = (
     ValueError,
     TypeError,
     FileExistsError,
+    PermissionError,
 )
 """What the Tuner raises for a mistake the user can fix; shown as one line."""
 
@@ -412,12 +414,13 @@ class TuneMagics(Magics):
         options = {k: v for k, v in vars(args).items() if k in _TUNER_OPTIONS and v is not None}
         if args.address is not None and (args.executor or ("",))[0] != "dask":
             raise ValueError("--address goes with --executor dask")
+        if "stop" in options:
+            options["stop"] = _nested(options["stop"])
+            StopCriteria(options["stop"], args.metric, args.mode or "min")  # before max_t=stop
         for family in registry.TABLE:
             if family in options:
                 name, given = _options(family, args)
                 options[family] = registry.create(family, name, **given)
-        if "stop" in options:
-            options["stop"] = _nested(options["stop"])
         trainable = self._lookup(args.trainable)
         space = None if args.space is None else self._lookup(args.space)
         self._adopt(Tuner(trainable, space, **options), args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +44,11 @@ class StopCriteria:
         for key, value in stop.items():
             if number(value) is None:
                 raise TypeError(f"stop[{key!r}]={value!r}: the threshold must be a number")
+            if not math.isfinite(number(value)):
+                raise ValueError(
+                    f"stop[{key!r}]={value!r}: the threshold must be a finite number; leave "
+                    "the key out to have no limit"
+                )
         self._thresholds = {key: number(value) for key, value in stop.items()}
 
     def __call__(self, trial_id: int, result: Mapping[str, Any]) -> bool:

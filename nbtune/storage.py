@@ -48,7 +48,14 @@ from nbtune.trial import Trial, TrialStatus
 
 _COMPACT_EVERY = 1000
 FORMAT_VERSION = 1
-"""The layout of the experiment directory; bumped when an older nbtune could not read it."""
+"""The layout of the experiment directory; bumped when an older nbtune could not read it.
+
+Every run that nbtune has written since restore existed is format 1 (a spec without
+`format_version`, written before it was recorded, reads as 1): files added since
+(`outcome.json`, `commands.jsonl`, `trials.json`) may be missing, journal lines may lack
+fields (`Trial` defaults), and the pickled searchers and schedulers fill what older ones
+lack in `__setstate__`. tests/data/old_runs holds a stopped run of each version whose files
+or pickles changed, and tests/test_old_runs.py carries each on to its end."""
 
 
 _PICKLE = "__pickle__"
@@ -240,6 +247,7 @@ class _Lock:
     """
 
     def __init__(self, path: Path) -> None:
+        check_writable(path)
         self._fd = _private_file(path / ".lock", os.O_RDWR)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -255,6 +263,20 @@ class _Lock:
 
     def release(self) -> None:
         os.close(self._fd)
+
+
+_WRITTEN = (".lock", "results.jsonl", "trials.jsonl", "commands.jsonl", "trials", "state.pkl")
+"""What a run carried on writes in its folder, besides the folder itself."""
+
+
+def check_writable(path: Path) -> None:
+    """Raise a one-line PermissionError if a run carried on could not write `path`."""
+    for found in (path, *(path / name for name in _WRITTEN)):
+        if os.path.lexists(found) and not os.access(found, os.W_OK, follow_symlinks=False):
+            raise PermissionError(
+                f"{path} cannot be written (no permission to write {found}); copy it to a "
+                f"folder of yours and carry the copy on, or read it with nbtune.load({str(path)!r})"
+            )
 
 
 def check_unlocked(path: Path) -> None:
@@ -327,10 +349,14 @@ class ExperimentStorage:
         """Take the directory (see `_Lock`), then open the result log and the trial journal
         for appending; the run is on again, so the outcome of an earlier one no longer holds."""
         self._lock = _Lock(self.path)
+        try:
+            self._results = _Log(self.path / "results.jsonl")
+            self._journal = _Log(self.path / "trials.jsonl")
+            self._commands = _Log(self.path / "commands.jsonl")
+        except BaseException:
+            self._lock.release()
+            raise
         (self.path / "outcome.json").unlink(missing_ok=True)
-        self._results = _Log(self.path / "results.jsonl")
-        self._journal = _Log(self.path / "trials.jsonl")
-        self._commands = _Log(self.path / "commands.jsonl")
         self._journal_lines = 0
 
     @contextlib.contextmanager
@@ -473,6 +499,37 @@ class ExperimentReader:
                 f"{self.path / 'state.pkl'} cannot be read ({type(exc).__name__}: {exc}); the "
                 f"results are intact: nbtune.load({str(self.path)!r}) still reads them"
             ) from None
+
+    def check_restorable(self) -> None:
+        """Read all that a restore reads and catch a copy of the saved searcher and scheduler
+        up with the trials, writing nothing: a run that this nbtune cannot carry on is refused
+        here, before its folder is taken or its outcome removed.
+
+        Raises:
+            ValueError: one line naming the folder, what failed and what to do instead.
+            PermissionError: one line, if the run could not write its folder.
+        """
+        spec = self.spec()
+        state = self.state()
+        check_writable(self.path)
+        try:
+            with warnings.catch_warnings():
+                # A torn last line is cut off when the run opens its logs: no news here.
+                warnings.filterwarnings(
+                    "ignore", "^.*: skipped its last line, which is incomplete$"
+                )
+                results = self.results()
+                trials = self.trials(results, spec.get("metric"), spec.get("mode"), trust=True)
+            for part in ("searcher", "scheduler"):
+                if state.get(part) is not None:
+                    state[part].restore(trials)
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+            raise ValueError(
+                f"{self.path} cannot be carried on by this nbtune ({reason}); nothing in it was "
+                f"changed: nbtune.load({str(self.path)!r}) reads its results, and a new run "
+                f"learns from them with warm_start={str(self.path)!r}"
+            ) from exc
 
     def results(self, *, trust: bool = False) -> list[dict[str, Any]]:
         """Every result in the log. A value that was stored pickled stays `Pickled` unless

@@ -352,17 +352,23 @@ class Tuner(ResultsView, Steering):
         (which take any `Tuner` argument, e.g. `stop=` or `callbacks=`, which are not saved).
         Call `start()` or `run()` on the result.
 
+        Runs written by older nbtunes are carried on too. One that this nbtune cannot carry on
+        is refused in one line (ValueError) before anything in its folder is written.
+
         The directory's pickled state runs code when loaded: only restore runs you trust.
         """
         reader = ExperimentReader(path)
         spec = reader.spec()
-        for key in ("metric", "mode", "num_samples", "max_concurrent", "seed"):
-            options.setdefault(key, spec[key])
-        for key in ("keep_checkpoints", "resources_per_trial"):
+        keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
+        for key in (*keys, "resources_per_trial"):
             if key in spec:
                 options.setdefault(key, spec[key])
         return cls(
-            trainable, name=spec["name"], storage_path=reader.path.parent, resume=True, **options
+            trainable,
+            name=reader.path.name or spec["name"],
+            storage_path=reader.path.parent,
+            resume=True,
+            **options,
         )
 
     def add_trial(self, config: Mapping[str, Any]) -> int:
@@ -615,7 +621,14 @@ def _search_space(space: Any) -> SearchSpace | DefineByRunSpace:
 
 
 def _previous_run(path: Path) -> ExperimentReader | None:
-    return ExperimentReader(path) if ExperimentStorage(path).exists else None
+    """The run at `path` to carry on, or None if there is none. It is read in full first
+    (`ExperimentReader.check_restorable`): one this nbtune cannot carry on is refused in one
+    line before anything in its folder is written."""
+    if not ExperimentStorage(path).exists:
+        return None
+    reader = ExperimentReader(path)
+    reader.check_restorable()
+    return reader
 
 
 def _trainable_name(trainable: object) -> str:

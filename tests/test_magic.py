@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 SETUP = """
     import contextlib
+    import os
     import threading
     import time
     import nbtune as nt
@@ -442,6 +446,22 @@ MISTAKES = {
     '%tune train --executor "loky(max_workers=-1)"': [
         "%tune: LokyExecutor(max_workers=-1): pass a whole number >= 1"
     ],
+    "%tune train --metric loss --searcher \"optuna(sampler='tpe')\"": [
+        "%tune: OptunaSearch(sampler='tpe'): pass an Optuna sampler object, e.g. "
+        "optuna.samplers.TPESampler(seed=0), or none for TPE seeded with the Tuner's seed"
+    ],
+    '%tune train --metric loss --scheduler "pbt(perturbation_interval=2, '
+    "hyperparam_mutations={'lr': []})\"": [
+        "%tune: PBT(hyperparam_mutations=...): {'lr': []}: give at least one value to draw from"
+    ],
+    "%tune train --stop training_iteration=1e309": [
+        "%tune: stop['training_iteration']=inf: the threshold must be a finite number; leave "
+        "the key out to have no limit"
+    ],
+    "%tune train --metric loss --scheduler asha --stop training_iteration=1e309": [
+        "%tune: stop['training_iteration']=inf: the threshold must be a finite number; leave "
+        "the key out to have no limit"
+    ],
     "%tune concurrency two": [
         "%tune concurrency: argument N: invalid int value: 'two'",
         "usage: %tune concurrency [-h] [--run NAME] N",
@@ -487,6 +507,84 @@ def test_a_command_before_any_launch_says_to_launch_first(tmp_path):
         "UsageError: %tune: no run was launched with %tune yet; launch one first",
         USAGE,
     ]
+
+
+OLD_RUN = Path(__file__).parent / "data" / "old_runs" / "d51197c" / "random-fifo"
+OLD_TRAIN = """
+    def old_train(config):
+        # The trainable of tests/data/old_runs: four steps, a checkpoint (the step) at each.
+        start = nt.get_checkpoint() or 0
+        for step in range(start, 4):
+            nt.report(loss=config["lr"] / (step + 1), checkpoint=step + 1)
+"""
+
+
+def test_restore_carries_on_a_run_of_an_older_nbtune(kernel):
+    kernel.check(OLD_TRAIN)
+    kernel.check(f"import shutil; shutil.copytree({str(OLD_RUN)!r}, 'old/random-fifo')")
+    cell = kernel.run("%tune restore old/random-fifo old_train --no-display --as old")
+    assert cell.ok, cell.stderr
+    assert kernel.check("print(old.wait(30), old.state, old.status.counts)") == (
+        "True finished {'TERMINATED': 3}\n"
+    )
+
+
+def test_restore_of_a_run_that_cannot_go_on_is_one_line_and_changes_nothing(kernel):
+    kernel.check(OLD_TRAIN)
+    kernel.check(f"""
+        import cloudpickle, shutil
+        shutil.copytree({str(OLD_RUN)!r}, 'stuck/random-fifo')
+
+        class Forgetful(nt.RandomSearch):
+            def restore(self, trials):
+                raise AttributeError("'RandomSearch' object has no attribute '_points'")
+
+        with open('stuck/random-fifo/state.pkl', 'rb') as file:
+            state = cloudpickle.load(file)
+        state['searcher'].__class__ = Forgetful
+        with open('stuck/random-fifo/state.pkl', 'wb') as file:
+            cloudpickle.dump(state, file)
+    """)
+    for _ in range(2):
+        cell = kernel.run("%tune restore stuck/random-fifo old_train --no-display")
+        assert cell.stderr.splitlines() == [
+            "UsageError: %tune restore: stuck/random-fifo cannot be carried on by this nbtune "
+            "(AttributeError: 'RandomSearch' object has no attribute '_points'); nothing in it "
+            "was changed: nbtune.load('stuck/random-fifo') reads its results, and a new run "
+            "learns from them with warm_start='stuck/random-fifo'"
+        ]
+    assert kernel.check("print(nt.load('stuck/random-fifo').state)") == "stopped\n"
+
+
+def test_restore_of_a_read_only_folder_is_one_line(tmp_path):
+    """The kernel runs as another user than root (whom no permission stops)."""
+    if os.geteuid() != 0:
+        pytest.skip("giving the kernel another user needs root")
+    shared = Path(tempfile.mkdtemp(prefix="nbtune-read-only-"))
+    try:
+        run = shared / "random-fifo"
+        shutil.copytree(OLD_RUN, run)
+        for path in [shared, *shared.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY)
+            path.chmod(0o500 if path.is_dir() else 0o400)
+        fresh = Kernel(tmp_path)
+        try:
+            fresh.check(SETUP)
+            fresh.check(OLD_TRAIN)
+            fresh.check(f"os.setgid({NOBODY}); os.setuid({NOBODY})")
+            cell = fresh.run(f"%tune restore {run} old_train --no-display")
+        finally:
+            fresh.shutdown()
+    finally:
+        shutil.rmtree(shared)
+    assert cell.stderr.splitlines() == [
+        f"UsageError: %tune restore: {run} cannot be written (no permission to write {run}); "
+        f"copy it to a folder of yours and carry the copy on, or read it with "
+        f"nbtune.load({str(run)!r})"
+    ]
+
+
+NOBODY = 65534
 
 
 def test_the_readme_lists_the_names_the_magic_accepts():

@@ -49,3 +49,13 @@ def test_only_an_iteration_limit_lets_results_go_unchecked():
     assert StopCriteria(None, "loss", "min").free_steps(3) == NO_LIMIT
     assert StopCriteria({"loss": 0.1}, "loss", "min").free_steps(3) == 0
     assert StopCriteria(lambda trial_id, result: False, "loss", "min").free_steps(3) == 0
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 1e309])
+def test_a_threshold_that_is_not_finite_is_refused_in_one_line(value):
+    with pytest.raises(ValueError) as refused:
+        StopCriteria({"training_iteration": value}, "loss", "min")
+    assert str(refused.value) == (
+        f"stop['training_iteration']={value!r}: the threshold must be a finite number; leave "
+        "the key out to have no limit"
+    )

@@ -232,3 +232,5 @@ def check_positive(owner: str, name: str, value: Any, *, integer: bool = False) 
     if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
         kind = "integer" if integer else "number"
         raise ValueError(f"{owner}({name}={value!r}): pass a positive {kind}")
+    if not math.isfinite(value):
+        raise ValueError(f"{owner}({name}={value!r}): pass a finite number")

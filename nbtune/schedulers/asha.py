@@ -113,6 +113,14 @@ class ASHA(Scheduler):
         state.setdefault("bootstrap_count", 0)
         state.setdefault("_planned", None)
         state.setdefault("_model_based", False)
+        if "_joined" not in state:
+            # Saved when the brackets took trials in turn (trial_id % brackets), not by share.
+            brackets = len(state["rungs"])
+            state["_shares"] = bracket_shares(brackets, state["reduction_factor"])
+            joined = [0] * brackets
+            for bracket in state["_bracket_of"].values():
+                joined[bracket] += 1
+            state["_joined"] = joined
         self.__dict__.update(state)
 
     def plan(self, trials: int | None, *, model_based: bool = False) -> None:
@@ -181,6 +189,11 @@ class _Rung:
         self.milestone = milestone
         self.recorded: dict[int, float] = {}
         self._ascending: list[float] = []
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A rung saved before it kept its scores sorted has them in `recorded` only."""
+        state.setdefault("_ascending", sorted(state["recorded"].values()))
+        self.__dict__.update(state)
 
     def record(
         self, trial_id: int, score: float, reduction_factor: float, bootstrap_count: int

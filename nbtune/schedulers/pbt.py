@@ -74,6 +74,7 @@ class PBT(Scheduler):
                 "PBT(hyperparam_mutations=...): pass a dict from config keys to domains or "
                 'lists, e.g. {"lr": nbtune.loguniform(1e-4, 1e-1)}'
             )
+        _check_mutations(hyperparam_mutations)
         if not 0 < quantile_fraction <= 0.5:
             raise ValueError(
                 f"PBT(quantile_fraction={quantile_fraction!r}): pass a number in (0, 0.5]"
@@ -209,6 +210,31 @@ class _Member:
         self.waiting = True
         self.score: float | None = None
         self.can_donate = False
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A member saved before PBT shared workers never waits: it is where it last
+        perturbed, and no one gives way to it before it reports again."""
+        state.setdefault("progress", state["last_perturbed"])
+        state.setdefault("waiting", False)
+        self.__dict__.update(state)
+
+
+def _check_mutations(mutations: Mapping[str, Mutation], prefix: str = "") -> None:
+    """Refuse, in one line, a mutation that PBT could not draw from when it comes to it."""
+    for key, mutation in mutations.items():
+        name = f"{prefix}{key}"
+        if isinstance(mutation, (Mapping, list, tuple)) and not mutation:
+            problem = "give at least one value to draw from"
+            raise ValueError(
+                f"PBT(hyperparam_mutations=...): {{{name!r}: {mutation!r}}}: {problem}"
+            )
+        if isinstance(mutation, Mapping):
+            _check_mutations(mutation, f"{name}/")
+        elif not isinstance(mutation, (Domain, list, tuple)) and not callable(mutation):
+            raise TypeError(
+                f"PBT(hyperparam_mutations=...): {{{name!r}: {mutation!r}}}: use an nbtune "
+                "domain, a list of values or a function of no arguments"
+            )
 
 
 def _values_of(mutation: Mutation) -> list[Any] | None:

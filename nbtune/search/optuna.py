@@ -76,7 +76,12 @@ class OptunaSearch(Searcher):
     learns = True
 
     def __init__(self, sampler: optuna.samplers.BaseSampler | None = None) -> None:
-        _import_optuna()
+        optuna = _import_optuna()
+        if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
+            raise TypeError(
+                f"OptunaSearch(sampler={sampler!r}): pass an Optuna sampler object, e.g. "
+                "optuna.samplers.TPESampler(seed=0), or none for TPE seeded with the Tuner's seed"
+            )
         self.sampler = sampler
         self._study: optuna.Study | None = None
         self._distributions: dict[str, optuna.distributions.BaseDistribution] = {}

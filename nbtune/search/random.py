@@ -28,6 +28,13 @@ class RandomSearch(Searcher):
         self._skipped = 0
         self._earlier: set[str] = set()
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A RandomSearch saved before points to evaluate and warm starts has neither."""
+        state.setdefault("_points", [])
+        state.setdefault("_skipped", 0)
+        state.setdefault("_earlier", set())
+        self.__dict__.update(state)
+
     def setup(
         self, space: SearchSpace, metric: str | None, mode: str, num_samples: int, seed: int
     ) -> None:

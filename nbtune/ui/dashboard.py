@@ -58,6 +58,7 @@ from nbtune.ui.table import (
     TrialTableWidget,
     page_state,
     table_page,
+    text_formatters,
 )
 from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
 
@@ -329,7 +330,9 @@ class Dashboard:
             from nbtune.results import trials_frame
 
             frame = trials_frame(trials, metric, mode, rows=rows)
-            self.frame.value = frame.to_html(max_rows=60, float_format=format_number)
+            self.frame.value = frame.to_html(
+                max_rows=60, float_format=format_number, formatters=text_formatters(frame)
+            )
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":

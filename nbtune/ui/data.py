@@ -32,6 +32,8 @@ TRIAL_COLORS = (
 """Each trial's own colour, `TRIAL_COLORS[trial_id % 20]`: the same in every chart and redraw,
 and readable on a light and a dark background."""
 _CONFIG_CHARS = 120
+LABEL_CHARS = 48
+"""Characters of a category shown as a tick of a chart's axis."""
 """A hover's configuration is cut to about this many characters."""
 
 
@@ -317,6 +319,11 @@ def _epsilon_squared(groups: Sequence[int], values: Sequence[float]) -> float:
     return max(0.0, (between - (kinds - 1) * within_mean_square) / total)
 
 
+def clipped(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with "…" as the last if it was longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def config_text(config: Mapping[str, Any]) -> str:
     """A configuration on one line, as the table, the header and the hover texts show it:
     "lr=0.001, net/layers=2, act=None" (nested keys joined by "/", values by `format_value`)."""
@@ -347,9 +354,8 @@ def _axis(name: str, values: list[Any], log_scale: Collection[str] | None) -> Ax
         )
     categories = list(dict.fromkeys(map(format_value, values)))
     codes = {category: code for code, category in enumerate(categories)}
-    return Axis(
-        name, tuple(float(codes[format_value(value)]) for value in values), tuple(categories)
-    )
+    labels = tuple(clipped(category, LABEL_CHARS) for category in categories)
+    return Axis(name, tuple(float(codes[format_value(value)]) for value in values), labels)
 
 
 def _looks_logarithmic(values: Sequence[float]) -> bool:

@@ -111,7 +111,7 @@ def history_figure(
             figure,
             title=f"{data.metric} by {x}",
             xaxis={"title": X_AXES[x], "hoverformat": NUMBER_FORMAT},
-            yaxis={"title": _plain(data.metric), "type": "log" if log_y else "linear"},
+            yaxis={"title": plain_text(data.metric), "type": "log" if log_y else "linear"},
             showlegend=any(curve.featured for curve in data.curves),
             annotations=_notes(not data.curves, f"waiting for a first value of {data.metric}"),
         )
@@ -182,13 +182,13 @@ def best_so_far_figure(
             hovertemplate=(
                 f"%{{hovertext}}<br>%{{x:{NUMBER_FORMAT}}} s: %{{y:{NUMBER_FORMAT}}}<extra></extra>"
             ),
-            name=f"best {data.metric}",
+            name=plain_text(f"best {data.metric}"),
         )
         _layout(
             figure,
             title=f"best {data.metric} so far",
             xaxis={"title": X_AXES["time"]},
-            yaxis={"title": _plain(data.metric)},
+            yaxis={"title": plain_text(data.metric)},
             annotations=_notes(not data.values, f"waiting for a first value of {data.metric}"),
         )
     return figure
@@ -241,13 +241,13 @@ def _dimension(axis: Axis) -> dict:
     """A parallel-coordinates axis, ticks set here at four significant digits: log10 values
     with ticks of the real values for a log parameter, whole-number ticks for an integer or
     categorical one; trials without the parameter on a "none" tick below the others."""
-    label = _plain(axis.name)
+    label = plain_text(axis.name)
     if axis.labels is not None:
         return {
             "label": label,
             "values": axis.values,
             "tickvals": list(range(len(axis.labels))),
-            "ticktext": [_plain(category) for category in axis.labels],
+            "ticktext": [plain_text(category) for category in axis.labels],
         }
     if not axis.present:
         return {"label": label, "values": axis.values}
@@ -296,10 +296,10 @@ def parameter_scatter_figure(
                 y=data.metric_values,
                 hovertext=data.labels,
                 hovertemplate=(
-                    f"%{{hovertext}}<br>{_plain(data.metric)}: %{{y:{NUMBER_FORMAT}}}"
+                    f"%{{hovertext}}<br>{plain_text(data.metric)}: %{{y:{NUMBER_FORMAT}}}"
                     "<extra></extra>"
                 ),
-                name=axis.name,
+                name=plain_text(axis.name),
                 marker={"size": 7, "opacity": 0.7},
             )
         _layout(
@@ -365,7 +365,7 @@ def _panel_y_axis(metric: str, row: int, rows: int) -> dict:
         "visible": True,
         "domain": _span(rows - 1 - row, rows, gap=0.3 / rows),
         "anchor": f"x{_suffix(row * PANELS_PER_ROW)}",
-        "title": {"text": _plain(metric)},
+        "title": {"text": plain_text(metric)},
         "matches": None if row == 0 else "y",
         "hoverformat": NUMBER_FORMAT,
     }
@@ -376,12 +376,12 @@ def _x_axis(axis: Axis) -> dict:
     scale: dict[str, Any] = {"type": "linear", "tickvals": None, "ticktext": None}
     if axis.labels is not None:
         scale["tickvals"] = list(range(len(axis.labels)))
-        scale["ticktext"] = [_plain(category) for category in axis.labels]
+        scale["ticktext"] = [plain_text(category) for category in axis.labels]
     elif axis.log:
         scale["type"] = "log"
     elif axis.integer:
         scale["tickvals"] = integer_ticks(min(axis.present), max(axis.present), 5)
-    return {"title": {"text": _plain(axis.name)}, "hoverformat": NUMBER_FORMAT, **scale}
+    return {"title": {"text": plain_text(axis.name)}, "hoverformat": NUMBER_FORMAT, **scale}
 
 
 def _span(position: int, count: int, gap: float) -> list[float]:
@@ -411,7 +411,7 @@ def importance_figure(
         _keep_traces(figure, 1, lambda index: go.Bar(orientation="h"))
         figure.data[0].update(
             x=data.importances[::-1] if shown else (),
-            y=[_plain(name) for name in data.names[::-1]] if shown else (),
+            y=[plain_text(name) for name in data.names[::-1]] if shown else (),
             hovertemplate="%{y}: %{x:.2f}<extra></extra>",
         )
         _layout(
@@ -469,7 +469,7 @@ def apply_theme(figure: go.Figure, dark: bool) -> None:
 def _layout(figure: go.Figure, **layout: Any) -> None:
     """Set titles, size and notes (sent only when they change)."""
     layout = {"height": _HEIGHT, "margin": _MARGIN, **layout}
-    layout["title"] = {"text": _plain(layout["title"]), "x": 0.01, "xanchor": "left"}
+    layout["title"] = {"text": plain_text(layout["title"]), "x": 0.01, "xanchor": "left"}
     _once(figure, "layout", repr(layout), lambda: figure.update_layout(layout))
 
 
@@ -479,7 +479,7 @@ def _notes(waiting: bool, text: str) -> list[dict]:
     return [
         {
             "visible": waiting,
-            "text": _plain(text),
+            "text": plain_text(text),
             "xref": "paper",
             "yref": "paper",
             "x": 0.5,
@@ -490,7 +490,7 @@ def _notes(waiting: bool, text: str) -> list[dict]:
     ]
 
 
-def _plain(text: str) -> str:
+def plain_text(text: str) -> str:
     """`text` (a metric's name in a title, say) shown as it is: HTML-escaped, no variables."""
     return _no_variables(html.escape(text, quote=False))
 

@@ -23,8 +23,9 @@ from nbtune import objectives
 from nbtune.analysis import view_of
 from nbtune.metrics import format_number
 from nbtune.trial import Trial
-from nbtune.ui.data import config_text
-from nbtune.ui.figures import apply_theme, drawing
+from nbtune.ui.data import clipped, config_text
+from nbtune.ui.figures import apply_theme, drawing, plain_text
+from nbtune.ui.table import HOVER_CHARS
 
 FRONT_COLOR = "#d62728"
 DOMINATED_COLOR = "#9e9e9e"
@@ -83,12 +84,14 @@ def _points(scored: list[tuple[Trial, tuple[float, ...]]], names: Sequence[str])
 
 
 def _label(trial: Trial, point: tuple[float, ...], names: Sequence[str]) -> str:
-    """Hover text: the trial, its values, its configuration."""
+    """Hover text: the trial, its values, its configuration (cut to `HOVER_CHARS`), each
+    shown as text (plotly would draw the tags in a metric's name or a config value)."""
     values = ", ".join(
         f"{name}={format_number(value)}" for name, value in zip(names, point, strict=True)
     )
-    config = config_text(trial.config)
-    return f"trial {trial.trial_id} ({trial.status.value.lower()})<br>{values}<br>{config}"
+    config = clipped(config_text(trial.config), HOVER_CHARS)
+    lines = (f"trial {trial.trial_id} ({trial.status.value.lower()})", values, config)
+    return "<br>".join(plain_text(line) for line in lines)
 
 
 def pareto_figure(
@@ -97,7 +100,9 @@ def pareto_figure(
     """Draw `data` into `figure` (updated in place, in one batch) or a new figure, in the
     light or the dark theme."""
     figure = figure if figure is not None else go.Figure()
-    titles = [f"{name} ({mode})" for name, mode in zip(data.metrics, data.modes, strict=True)]
+    titles = [
+        plain_text(f"{name} ({mode})") for name, mode in zip(data.metrics, data.modes, strict=True)
+    ]
     with drawing(figure):
         apply_theme(figure, dark)
         if len(data.metrics) > 3:

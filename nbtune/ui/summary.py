@@ -17,9 +17,9 @@ from nbtune.metrics import format_number
 from nbtune.objectives import is_several, pareto_trials, primary
 from nbtune.results import trials_frame
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import config_text, history_data, ranked
+from nbtune.ui.data import clipped, config_text, history_data, ranked
 from nbtune.ui.static import learning_curves_svg
-from nbtune.ui.table import badge, status_counts
+from nbtune.ui.table import HOVER_CHARS, badge, status_counts, text_formatters
 
 logger = logging.getLogger("nbtune")
 
@@ -46,7 +46,7 @@ def best_html(trials: Sequence[Trial], metric: Any, mode: Any) -> str:
     if metric is None or not scored:
         return ""
     best = scored[0]
-    config = html.escape(config_text(best.config))
+    config = html.escape(clipped(config_text(best.config), HOVER_CHARS))
     value = f"<b>{format_number(best.best_value)}</b>"
     return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 
@@ -76,7 +76,9 @@ def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
         counts_html(status_counts(trials)),
         best_html(trials, source.metric, source.mode),
         _curves_svg(trials, rows, source.metric, source.mode),
-        frame.head(top).to_html(index=False, na_rep="", float_format=format_number),
+        frame.head(top).to_html(
+            index=False, na_rep="", float_format=format_number, formatters=text_formatters(frame)
+        ),
     ]
     return "<div class='nbtune-summary'>" + "<br>".join(p for p in parts if p) + "</div>"
 

@@ -28,7 +28,7 @@ import traitlets
 from nbtune.metrics import finite, format_value
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import config_text, trial_color
+from nbtune.ui.data import clipped, config_text, trial_color
 
 STATUS_COLORS = {
     "PENDING": "#9e9e9e",
@@ -40,7 +40,10 @@ STATUS_COLORS = {
 ACTIONS = ("pause", "resume", "stop")
 STATUS_FILTERS = ("all", "running", "pending", "paused", "terminated", "error")
 CONFIG_WIDTH = 48
-"""Characters of a trial's configuration shown on its line; the whole of it is on hover."""
+"""Characters of a value shown in a cell of the table; more of it is on hover."""
+HOVER_CHARS = 1000
+"""Characters of a trial's configuration on hover over its line, and of a value in the trial
+tab: enough to read, bounded so that a huge value costs the browser little at each redraw."""
 
 Command = Callable[[str, int], None]
 """Called with ("pause" | "resume" | "stop", trial_id) when a row's button is clicked."""
@@ -54,10 +57,22 @@ def badge(status: str) -> str:
     )
 
 
-def short(value: Any) -> str:
-    """A value in a cell of the table or the trial tab: `nbtune.metrics.format_value`, and a
-    missing one (None) left blank."""
-    return "" if value is None else format_value(value)
+def short(value: Any, limit: int = CONFIG_WIDTH) -> str:
+    """A value in a cell of the table or the trial tab: `nbtune.metrics.format_value`, cut to
+    `limit` characters (the last one "…"), and a missing one (None) left blank."""
+    return "" if value is None else clipped(format_value(value), limit)
+
+
+def text_formatters(frame: Any) -> dict[str, Callable[[Any], str]]:
+    """`DataFrame.to_html(formatters=...)` that cut each text column's values to a cell's
+    width (pandas writes them whole, however long)."""
+    texts = [name for name, dtype in frame.dtypes.items() if getattr(dtype, "kind", "") in "OSU"]
+    return dict.fromkeys(texts, _clip_cell)
+
+
+def _clip_cell(value: Any) -> str:
+    """A value of a text column (pandas writes a missing one as its `na_rep` before this)."""
+    return clipped(str(value), CONFIG_WIDTH)
 
 
 @dataclass(frozen=True)
@@ -200,7 +215,7 @@ def _row(
     trial: Trial, values: Mapping[str, Any], columns: Sequence[Column], live: bool
 ) -> TableRow:
     cells = {column.key: _cell(column.key, values.get(column.key)) for column in columns}
-    config = config_text(trial.config)
+    config = clipped(config_text(trial.config), HOVER_CHARS)
     return TableRow(
         trial.trial_id,
         trial.status.value,

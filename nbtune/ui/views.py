@@ -20,7 +20,7 @@ from nbtune.objectives import primary
 from nbtune.space import SearchSpace
 from nbtune.storage import error_file, output_file
 from nbtune.trial import Trial
-from nbtune.ui.table import badge, short
+from nbtune.ui.table import HOVER_CHARS, badge, short
 
 OUTPUT_LINES = 200
 """Lines of a trial's output the per-trial view shows (its last ones)."""
@@ -247,7 +247,7 @@ def trial_html(
 def _pairs_table(title: str, values: Mapping[str, Any]) -> str:
     cells = "".join(
         f"<tr><td>{html.escape(str(key))}</td><td style='text-align:right'>"
-        f"{html.escape(short(value))}</td></tr>"
+        f"{html.escape(short(value, HOVER_CHARS))}</td></tr>"
         for key, value in values.items()
     )
     return f"<b>{html.escape(title)}</b><table>{cells}</table>"

@@ -189,6 +189,8 @@ def test_ties_go_the_newcomers_way_and_rungs_follow_the_reduction_factor():
     ("arguments", "message"),
     [
         ({"max_t": 0}, r"ASHA\(max_t=0\): pass a positive number"),
+        ({"max_t": float("inf")}, r"ASHA\(max_t=inf\): pass a finite number"),
+        ({"max_t": 9, "grace_period": float("inf")}, r"grace_period=inf\): pass a finite number"),
         ({"max_t": 9, "grace_period": 10}, r"grace_period=10\): must not exceed max_t=9"),
         ({"max_t": 9, "reduction_factor": 1}, r"reduction_factor=1\): pass a number above 1"),
         ({"max_t": 9, "brackets": 1.5}, r"brackets=1.5\): pass a positive integer"),

@@ -137,3 +137,27 @@ def test_a_population_larger_than_the_workers_shares_them_and_forks(make_tuner, 
         assert steps.is_monotonic_increasing and steps.is_unique, f"trial {trial_id} repeated"
     paused = len(log.of(TrialPaused))
     assert paused > 0, "members that got ahead gave way to those behind"
+
+
+@pytest.mark.parametrize(
+    ("mutations", "error", "message"),
+    [
+        ({"lr": []}, ValueError, "{'lr': []}: give at least one value to draw from"),
+        ({"opt": {"lr": ()}}, ValueError, "{'opt/lr': ()}: give at least one value to draw from"),
+        ({"opt": {}}, ValueError, "{'opt': {}}: give at least one value to draw from"),
+        (
+            {"lr": "0.1"},
+            TypeError,
+            "{'lr': '0.1'}: use an nbtune domain, a list of values or a function of no arguments",
+        ),
+        (
+            {"lr": 0.1},
+            TypeError,
+            "{'lr': 0.1}: use an nbtune domain, a list of values or a function of no arguments",
+        ),
+    ],
+)
+def test_a_mutation_that_cannot_be_drawn_from_is_refused_when_built(mutations, error, message):
+    with pytest.raises(error) as refused:
+        nt.PBT(perturbation_interval=1, hyperparam_mutations=mutations)
+    assert str(refused.value) == f"PBT(hyperparam_mutations=...): {message}"

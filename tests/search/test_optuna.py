@@ -379,3 +379,13 @@ def test_a_trial_the_user_stops_is_pruned_and_one_that_meets_the_stop_criteria_c
     )
     assert told[1].state is TrialState.COMPLETE
     assert told[1].value == pytest.approx(tuner.get_trial(1).config["x"] / 4)
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "TPESampler", 1, optuna.samplers.TPESampler])
+def test_a_sampler_that_is_no_optuna_sampler_is_refused_when_built(sampler):
+    with pytest.raises(TypeError) as refused:
+        OptunaSearch(sampler=sampler)
+    assert str(refused.value) == (
+        f"OptunaSearch(sampler={sampler!r}): pass an Optuna sampler object, e.g. "
+        "optuna.samplers.TPESampler(seed=0), or none for TPE seeded with the Tuner's seed"
+    )
