@@ -29,6 +29,7 @@ from nbtune import objectives
 from nbtune.book import TrialBook
 from nbtune.events import EventBus, TrialCompleted, TrialErrored, TrialOutput, TrialPaused
 from nbtune.executors._base import Executor
+from nbtune.metrics import finite
 from nbtune.protocol import Decision, WorkerResult
 from nbtune.retention import CheckpointRetention
 from nbtune.run_state import RunFlags
@@ -80,7 +81,8 @@ class Ledger:
         )
         self.results: list[Mapping[str, Any]] = []
         self.best_result: Mapping[str, Any] | None = None
-        self._best_value: float | None = None
+        self._best_of: dict[int, tuple[float, Mapping[str, Any]]] = {}
+        """Each trial's best result by the metric (its returned one, once it returned)."""
         self._state_saved_at = -math.inf
 
     # ----- records ----------------------------------------------------------------------------
@@ -97,6 +99,10 @@ class Ledger:
         for row in results:
             self.taken_in(row)
             rows_of.setdefault(row["trial_id"], {})[row["training_iteration"]] = row
+        for trial in trials:
+            if trial.returned and trial.trial_id in rows_of:
+                last = rows_of[trial.trial_id][max(rows_of[trial.trial_id])]
+                self._rank_by(last)
         held = self.scheduler.restore(trials)
         for trial in trials:
             self.retention.restored(trial.trial_id, rows_of.get(trial.trial_id, {}))
@@ -116,19 +122,46 @@ class Ledger:
         if journal:
             self.storage.record_trial(trial, self.book.trials.values)
 
-    def log_result(self, row: Mapping[str, Any]) -> None:
-        """Append a result to the log, on disk first."""
+    def log_result(self, row: Mapping[str, Any], *, returned: bool = False) -> None:
+        """Append a result to the log, on disk first; a `returned` one ranks its trial."""
         self.storage.append_result(row)
         self.taken_in(row)
+        if returned:
+            self._rank_by(row)
 
     def taken_in(self, row: Mapping[str, Any]) -> None:
         """A result already on disk joins the run's results (and may be its best)."""
         self.results.append(row)
         if objectives.single(self.metric) is None:
             return
-        value = better_of(self._best_value, row.get(self.metric), self.mode)
-        if value != self._best_value:
-            self._best_value = value
+        value = finite(row.get(self.metric))
+        if value is None:
+            return
+        trial_id = row["trial_id"]
+        held = self._best_of.get(trial_id)
+        if held is None or better_of(held[0], value, self.mode) != held[0]:
+            self._best_of[trial_id] = value, row
+            self._keep_if_best(value, row)
+
+    def _rank_by(self, row: Mapping[str, Any]) -> None:
+        """The trial of `row` returned it as its score: it ranks the trial, not the best of
+        its results before it."""
+        value = finite(row.get(self.metric)) if objectives.single(self.metric) else None
+        trial_id = row["trial_id"]
+        if value is None:
+            self._best_of.pop(trial_id, None)
+        else:
+            self._best_of[trial_id] = value, row
+        if self.best_result is not None and self.best_result["trial_id"] == trial_id:
+            self.best_result = None
+            for held_value, held_row in self._best_of.values():
+                self._keep_if_best(held_value, held_row)
+        elif value is not None:
+            self._keep_if_best(value, row)
+
+    def _keep_if_best(self, value: float, row: Mapping[str, Any]) -> None:
+        best = None if self.best_result is None else self.best_result[self.metric]
+        if best is None or better_of(best, value, self.mode) != best:
             self.best_result = row
 
     def ship_output(self, trial_id: int, output: str) -> None:

@@ -122,13 +122,15 @@ class WorkerEvent:
 @dataclass(frozen=True)
 class WorkerResult(WorkerEvent):
     """The trial reported. `checkpoint` is an absolute path or None. If it `waits`, the trial
-    takes no further step before a `Reply`; else the runner promised it could go on."""
+    takes no further step before a `Reply`; else the runner promised it could go on. A result
+    `returned` is what the trainable returned: its final score, as an Optuna objective's."""
 
     metrics: Mapping[str, Any]
     checkpoint: Any
     output: str
     timestamp: float
     waits: bool = True
+    returned: bool = False
 
     holds_worker: ClassVar[bool] = True
 

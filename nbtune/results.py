@@ -203,10 +203,19 @@ def history_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return frame[[*RESULT_KEYS, *metrics]]
 
 
-def best_row(rows: Sequence[Mapping[str, Any]], metric: str, mode: str) -> Mapping[str, Any] | None:
-    """The result with the best finite value of `metric`, or None if there is none yet."""
+def best_row(
+    rows: Sequence[Mapping[str, Any]],
+    metric: str,
+    mode: str,
+    trials: Sequence[Trial] = (),
+) -> Mapping[str, Any] | None:
+    """The result with the best finite value of `metric`, or None if there is none yet; of a
+    trial that returned its score (`Trial.returned`), only that last result counts."""
+    returned = {trial.trial_id: trial.iteration for trial in trials if trial.returned}
     best, best_value = None, None
     for row in rows:
+        if returned.get(row["trial_id"], row["training_iteration"]) != row["training_iteration"]:
+            continue
         value = better_of(best_value, row.get(metric), mode)
         if value != best_value:
             best, best_value = row, value
@@ -234,7 +243,8 @@ class ResultsView:
         return self._snapshot()
 
     def _best_row(self) -> Mapping[str, Any] | None:
-        return best_row(self._snapshot()[1], self._require_metric(), self.mode)
+        trials, rows = self._snapshot()
+        return best_row(rows, self._require_metric(), self.mode, trials)
 
     def dataframe(self) -> pd.DataFrame:
         """One row per trial: `trial_id`, `status`, `config/<param>`, the metric, the last

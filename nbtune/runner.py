@@ -395,7 +395,7 @@ class TrialRunner:
             self._fail(trial, found)
             return
         row = trial.next_result(event.timestamp, event.metrics)
-        trial = trial.with_result(row, self.metric, self.ledger.mode)
+        trial = trial.with_result(row, self.metric, self.ledger.mode, returned=event.returned)
         if event.checkpoint is not None:
             trial = self.ledger.with_checkpoint(trial, event.checkpoint)
         decision, stopped_by = self._decide(trial, row)
@@ -403,7 +403,7 @@ class TrialRunner:
             self.ledger.reply(trial, decision, stopped_by)
         elif decision is not Decision.CONTINUE:
             self.book.live[trial.trial_id].ask(decision, stopped_by)
-        self.ledger.log_result(row)
+        self.ledger.log_result(row, returned=event.returned)
         self.ledger.record(trial, journal=event.checkpoint is not None)
         if event.checkpoint is not None:
             self.ledger.keep_checkpoint(trial, row)

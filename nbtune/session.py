@@ -100,7 +100,9 @@ class TrialSession:
         self._checkpoint_copy: str | None = None
         self.checkpoint_on_demand: Callable[[], Any] | None = None
 
-    def report(self, metrics: dict[str, Any], checkpoint: Any = None) -> None:
+    def report(
+        self, metrics: dict[str, Any], checkpoint: Any = None, *, returned: bool = False
+    ) -> None:
         """Send one result and, unless the runner said it may go on unanswered, wait for its
         decision.
 
@@ -133,9 +135,9 @@ class TrialSession:
                     "nbtune.report() was called from a thread after its trial had ended; join "
                     "the threads that report before the trainable returns"
                 )
-            self._report(metrics, checkpoint)
+            self._report(metrics, checkpoint, returned)
 
-    def _report(self, metrics: dict[str, Any], checkpoint: Any) -> None:
+    def _report(self, metrics: dict[str, Any], checkpoint: Any, returned: bool) -> None:
         metrics = storable(metrics)
         reserved = RESERVED_KEYS.intersection(metrics)
         if reserved:
@@ -147,7 +149,9 @@ class TrialSession:
         waits = self._free_steps == 0 or self._channel.poll()
         output = self.drain_output()
         self._channel.send(
-            WorkerResult(self.trial_id, metrics, path, output, time.time(), waits=waits)
+            WorkerResult(
+                self.trial_id, metrics, path, output, time.time(), waits=waits, returned=returned
+            )
         )
         if not waits:
             self._free_steps -= 1

@@ -564,10 +564,12 @@ class ExperimentReader:
             trial_id: _trial_from_record({**records[trial_id], "iteration": 0, "best_value": None})
             for trial_id in sorted(records)
         }
+        last = {row["trial_id"]: row["training_iteration"] for row in results}
         for row in results:
             trial = trials.get(row["trial_id"])
             if trial is not None:
-                trials[trial.trial_id] = trial.with_result(row, metric, mode)
+                final = trial.returned and row["training_iteration"] == last[trial.trial_id]
+                trials[trial.trial_id] = trial.with_result(row, metric, mode, returned=final)
         return list(trials.values())
 
 

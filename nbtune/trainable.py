@@ -106,7 +106,7 @@ def _run_function(
 ) -> None:
     returned = train(dict(config))
     if returned is not None:
-        session.report(_final_result(returned, metric, session.last_metrics))
+        session.report(_final_result(returned, metric, session.last_metrics), returned=True)
 
 
 def _final_result(

@@ -97,6 +97,8 @@ class Trial:
         stopped_by: who ended a TERMINATED trial before its own end (see `STOPPED_BY`); None
             for one that ran to its end (a scheduler's stop at its budget's end, `max_t`,
             included), that failed, or that is not over.
+        returned: its trainable returned its score (as an Optuna objective does): that last
+            result, not the best of the ones before it, is its `best_value` and ranks it.
     """
 
     trial_id: int
@@ -116,6 +118,7 @@ class Trial:
     attempts: int = 1
     gpus: str | None = None
     stopped_by: str | None = None
+    returned: bool = False
 
     def evolve(self, **changes: Any) -> Trial:
         """Return a copy with `changes` applied; a status change must be a legal transition.
@@ -148,15 +151,26 @@ class Trial:
         }
 
     def with_result(
-        self, result: Mapping[str, Any], metric: str | Sequence[str] | None, mode: Any
+        self,
+        result: Mapping[str, Any],
+        metric: str | Sequence[str] | None,
+        mode: Any,
+        *,
+        returned: bool = False,
     ) -> Trial:
         """Return a copy that has taken in one more reported result (with several metrics,
-        `best_value` stays None: no one value is best)."""
+        `best_value` stays None: no one value is best); a `returned` one is the trial's score,
+        whatever came before it."""
         best = self.best_value
         if isinstance(metric, str):
-            best = better_of(best, result.get(metric), mode)
+            best = (
+                finite(result.get(metric))
+                if returned
+                else better_of(best, result.get(metric), mode)
+            )
+        changes = {"returned": True} if returned else {}
         return self.evolve(
-            iteration=result["training_iteration"], last_result=result, best_value=best
+            iteration=result["training_iteration"], last_result=result, best_value=best, **changes
         )
 
     @property

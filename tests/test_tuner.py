@@ -323,3 +323,29 @@ def test_get_best_trial_defaults_to_the_tuned_metric_and_refuses_what_it_cannot_
         tuner.get_best_trial("accuracy", "max")
     with pytest.raises(ValueError, match="scope='best': use one of 'last', 'all', 'avg'"):
         tuner.get_best_trial(scope="best")
+
+
+def peaks_then_returns(config):
+    """A Keras port's trial: its accuracy peaks during training, then it returns its final
+    score, lower than the peak (Optuna's style of objective)."""
+    for acc in config["curve"]:
+        nt.report(acc=acc)
+    return config["score"]
+
+
+def test_a_trial_that_returns_its_score_is_ranked_by_it_not_by_its_peak(make_tuner):
+    tuner = make_tuner(
+        peaks_then_returns,
+        {
+            "curve": nt.grid([[0.90, 0.934], [0.91, 0.915]]),
+            "score": nt.sample_from(lambda config: 0.906 if config["curve"][1] > 0.92 else 0.912),
+        },
+        metric="acc",
+        mode="max",
+        executor=nt.ThreadExecutor(),
+    )
+    run(tuner)
+    for view in (tuner, nt.load(tuner.path)):
+        assert view.best_trial.trial_id == 1, "0.912 returned beats 0.906 returned"
+        assert view.best_result["acc"] == 0.912
+        assert view.dataframe()["best_acc"].tolist() == [0.906, 0.912]
