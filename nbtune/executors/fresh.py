@@ -53,6 +53,7 @@ from nbtune.executors._processes import (
     ProcessPool,
     before_loky_exits,
     forget_loky_start_method,
+    freeze,
     kill_group,
     lead_own_group,
     run_one,
@@ -143,10 +144,11 @@ def _has_exited(process: Any) -> bool:
 
 
 def _end(process: Any) -> None:
-    """Kill a trial's process and every process that it started, then reap it: its tree first
-    (which reaches processes in sessions of their own while their parent lives), then its group
-    (which reaches those whose parent has already ended)."""
+    """Kill a trial's process and every process that it started, then reap it: frozen first
+    (see `freeze`), its tree (which reaches processes in sessions of their own while their
+    parent lives), then its group (which reaches those whose parent has already ended)."""
     if not _has_exited(process):
+        freeze(process.pid)
         with warnings.catch_warnings(), contextlib.suppress(OSError):
             warnings.simplefilter("ignore")
             kill_process_tree(process)

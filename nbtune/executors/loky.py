@@ -52,6 +52,7 @@ from nbtune.executors._processes import (
     ProcessPool,
     before_loky_exits,
     forget_loky_start_method,
+    freeze,
     run_one,
     tie_to_driver,
 )
@@ -105,7 +106,10 @@ class _Worker:
         return self.free and self.process.is_alive()
 
     def kill(self) -> None:
-        """Kill the worker and what its trial started (a joblib pool, say)."""
+        """Kill the worker and what its trial started (a joblib pool, say); frozen first, so
+        that its trial cannot see those processes die and end as if nothing happened."""
+        if self.process.exitcode is None:
+            freeze(self.process.pid)
         with contextlib.suppress(OSError):
             kill_process_tree(self.process)
 
