@@ -14,6 +14,8 @@ the smallest of `max_concurrent` and what the GPUs allow.
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import os
 import shutil
 import subprocess
@@ -43,9 +45,12 @@ class TrialResources:
     def parse(cls, resources: Mapping[str, Any] | None) -> TrialResources:
         """`resources_per_trial` as given to the Tuner.
 
+        Amounts are numbers (NumPy's too) that are finite and above 0; a GPU fraction above 1
+        must be whole.
+
         Raises:
-            ValueError: an unknown name, or an amount that is not a positive number (a GPU
-                fraction above 1 must be whole).
+            ValueError: an unknown name, or an amount that is not a finite number > 0, or a
+                GPU amount like 1.5.
         """
         if resources is None:
             return cls()
@@ -61,10 +66,14 @@ class TrialResources:
             )
         cpu, gpu = resources.get("cpu"), resources.get("gpu", 0)
         for name, amount in (("cpu", cpu), ("gpu", gpu)):
-            if amount is None or (name == "gpu" and amount == 0):
+            if amount is None or (name == "gpu" and _is_number(amount) and amount == 0):
                 continue
-            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount <= 0:
-                raise ValueError(f"resources_per_trial[{name!r}]={amount!r}: pass a number > 0")
+            if not (_is_number(amount) and math.isfinite(amount) and amount > 0):
+                raise ValueError(
+                    f"resources_per_trial[{name!r}]={amount!r}: pass a finite number > 0"
+                )
+        cpu = None if cpu is None else _plain(cpu)
+        gpu = float(gpu or 0)
         if gpu > 1 and gpu != int(gpu):
             raise ValueError(
                 f"resources_per_trial['gpu']={gpu!r}: a trial takes a fraction of one GPU or "
@@ -97,7 +106,7 @@ class TrialResources:
         if self.cpu is not None:
             bounds.append(int(cpus // self.cpu))
         if self.gpu:
-            per_gpu = int(1 / self.gpu + 1e-9) if self.gpu < 1 else 0
+            per_gpu = int(min(1 / self.gpu, _MOST_SHARES) + 1e-9) if self.gpu < 1 else 0
             bounds.append(int(gpus // self.gpu) if self.gpu >= 1 else gpus * per_gpu)
         return max(1, min(bounds)) if bounds else None
 
@@ -121,12 +130,72 @@ class TrialResources:
         return ",".join(room[:count])
 
 
+_MOST_SHARES = 1e9
+"""More trials than this never share one GPU (a bound for tiny fractions)."""
+
+
+def _is_number(amount: Any) -> bool:
+    return isinstance(amount, numbers.Real) and not isinstance(amount, bool)
+
+
+def _plain(amount: numbers.Real) -> int | float:
+    """`amount` as a Python int or float (a NumPy scalar is stored and printed as one)."""
+    return int(amount) if isinstance(amount, numbers.Integral) else float(amount)
+
+
+def gpu_ids(gpus: Any, where: str = "LokyExecutor") -> list[str]:
+    """The GPU ids that `gpus` names: a list of ids (`["0", "1"]`, `[0, 1]`, UUIDs such as
+    `"GPU-8f1c..."`), or one string of them separated by commas, as CUDA_VISIBLE_DEVICES
+    spells them (`"0,1"`, `""` for none).
+
+    Raises:
+        ValueError: in one line, for anything else: a count (`gpus=2`), an id with a comma
+            inside, an empty or negative id ("-1" hides every GPU from CUDA: pass `[]`), an id
+            listed twice.
+    """
+    refusal = f"{where}(gpus={gpus!r}): "
+    if isinstance(gpus, str):
+        ids = [gpu.strip() for gpu in gpus.split(",")] if gpus.strip() else []
+    elif isinstance(gpus, Iterable) and not isinstance(gpus, (Mapping, bytes)):
+        ids = []
+        for gpu in gpus:
+            is_index = isinstance(gpu, numbers.Integral) and not isinstance(gpu, bool)
+            if not (isinstance(gpu, str) or is_index):
+                raise ValueError(f"{refusal}{gpu!r} is not a GPU id; pass strings like '0'")
+            if isinstance(gpu, str) and "," in gpu:
+                split = [part.strip() for part in gpu.split(",")]
+                raise ValueError(f"{refusal}{gpu!r} is not one GPU id; pass {split!r}")
+            ids.append(str(gpu).strip())
+    else:
+        raise ValueError(
+            f"{refusal}pass the GPU ids, as a list (['0', '1']) or a string ('0,1'), or [] for none"
+        )
+    for gpu in ids:
+        if not gpu:
+            raise ValueError(f"{refusal}an empty GPU id; pass the ids, like '0,1'")
+        if gpu.startswith("-"):
+            raise ValueError(f"{refusal}{gpu!r} is not a GPU id; pass gpus=[] for none")
+        if ids.count(gpu) > 1:
+            raise ValueError(f"{refusal}GPU {gpu!r} is listed twice")
+    return ids
+
+
 def visible_gpus() -> list[str]:
     """The GPUs of this machine: the kernel's CUDA_VISIBLE_DEVICES if set, else those that
-    `nvidia-smi -L` lists; none if neither says."""
+    `nvidia-smi -L` lists; none if neither says.
+
+    CUDA_VISIBLE_DEVICES is read as CUDA reads it: the devices listed before the first that
+    cannot be one (an empty or negative entry), so "-1" (or "") means none.
+    """
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        return [gpu.strip() for gpu in visible.split(",") if gpu.strip()]
+        found: list[str] = []
+        for gpu in (entry.strip() for entry in visible.split(",")):
+            if not gpu or gpu.startswith("-"):
+                break
+            if gpu not in found:
+                found.append(gpu)
+        return found
     if shutil.which("nvidia-smi") is None:
         return []
     try:

@@ -10,7 +10,8 @@ does (a fresh interpreter that does not import `__main__`) and run them the same
     driver                                   a process of either kind
     ------                                   ------------------------
     before_loky_exits(kill them all) ------> tie_to_driver(driver): ignore Ctrl-C, exit
-                                               as soon as the driver is gone
+                                               as soon as the driver is gone (a fresh
+                                               process: with every process it started)
                                              forget_loky_start_method()
     lines <--- connect(address, authkey) --- run_one(payload, launch, line): load the
                                                trainable, run the trial down the line
@@ -19,6 +20,7 @@ does (a fresh interpreter that does not import `__main__`) and run them the same
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -86,9 +88,11 @@ def before_loky_exits(call: Callable[[], None]) -> None:
 _PARENT_CHECK_S = 1.0
 
 
-def tie_to_driver(driver: int) -> None:
+def tie_to_driver(driver: int, *, group: bool = False) -> None:
     """The first thing a worker does: end at once when its driver (process `driver`) dies, a
     killed kernel or script, even in the middle of a trial; and leave Ctrl-C to the driver.
+    With `group`, the worker leads a process group of its own (see `lead_own_group`), and
+    everything in that group ends with it.
 
     An interrupt of the notebook's kernel (or of a script in a terminal) reaches its whole
     process group, workers included: the driver decides what it means for the trials (see
@@ -96,14 +100,44 @@ def tie_to_driver(driver: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(
-        target=_exit_without, args=(driver,), name="nbtune-driver-watch", daemon=True
+        target=_exit_without, args=(driver, group), name="nbtune-driver-watch", daemon=True
     ).start()
 
 
-def _exit_without(driver: int) -> None:
+def _exit_without(driver: int, group: bool) -> None:
     while os.getppid() == driver:
         time.sleep(_PARENT_CHECK_S)
+    if group:
+        kill_group(os.getpid())
     os._exit(1)
+
+
+def lead_own_group() -> None:
+    """Make this process the leader of a session and process group of its own, so that the
+    processes it starts (and theirs) can be killed together with `kill_group`, even once their
+    parent is gone. A process that starts a session of its own leaves the group."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setsid()
+
+
+def freeze(pid: int) -> None:
+    """SIGSTOP process `pid`, and the group that it leads if it leads one: before its process
+    tree is killed, so that it cannot see its children die and carry on (end its trial as if
+    nothing happened, start more processes). Call it only on a process not yet reaped."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.killpg(pid, signal.SIGSTOP)
+    with contextlib.suppress(OSError, AttributeError):
+        os.kill(pid, signal.SIGSTOP)
+
+
+def kill_group(leader: int) -> None:
+    """SIGKILL every process of the group that `leader` leads (nothing if it leads none).
+
+    Call it before `leader` is reaped, or while processes of its group live: either keeps the
+    group's id from being given to another process.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        os.killpg(leader, signal.SIGKILL)
 
 
 def forget_loky_start_method() -> None:

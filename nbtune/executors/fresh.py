@@ -3,13 +3,16 @@
 
     runner thread                                  the trial's own process
     -------------                                  -----------------------
-    start(launch) -- expect(key); Process.start -> _run_alone(...): tie to the driver,
-                                                   set the trial's threads and GPUs, then
+    start(launch) -- expect(key); Process.start -> _run_alone(...): lead a process group,
+                                                   tie to the driver, set the trial's
+                                                   threads and GPUs, then
     accept thread <-- connect(address, key) ------ Hello(launch key, pid)
     poll() ---------- Ack(True) -----------------> load the trainable, run_trial(...)
     poll() <----------------------------------------- WorkerResult / WorkerDone / WorkerFailed
                                                    the process exits: its memory is freed
+    poll(): the process exited -------------------> kill its group: what it started ends too
     poll(): a process gone before it said Hello --> WorkerLost
+    kill(trial) ----------------------------------> kill its tree and group; its line breaks
 
 A process per trial costs a start (an interpreter, nbtune and the trainable, about half a second)
 and buys what warm workers cannot give: whatever a trial leaks (GPU memory, framework graphs,
@@ -17,6 +20,15 @@ threads) is gone when it ends, and each trial gets its CUDA_VISIBLE_DEVICES befo
 its process can touch a GPU. Processes start as loky's do (a fresh interpreter that
 does not import the notebook's or script's `__main__`), and are not daemonic, so a trial may
 start processes of its own (`n_jobs=-1`).
+
+Those end with the trial. Each trial process leads a process group (and session) of its own,
+which the processes it starts join, and their children too, even after their parent has gone:
+when the trial ends (it returns, is killed, or its driver dies) the whole group is killed. A
+killed trial's process tree is killed as well, which reaches processes that started a session of
+their own while their parent lived (`subprocess.Popen(start_new_session=True)`); a process that
+leaves the group and whose parent has already ended (a daemon) is out of reach. A forked child
+would otherwise hold the trial's line open after the trial's process is gone, and the runner
+would never hear that the trial was lost.
 """
 
 from __future__ import annotations
@@ -28,16 +40,22 @@ import os
 import signal
 import threading
 import time
+import warnings
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from typing import Any
 
 from loky.backend.context import get_context
+from loky.backend.utils import kill_process_tree
 
 from nbtune.executors._lines import TrialLines, connect, greet
 from nbtune.executors._processes import (
     ProcessPool,
     before_loky_exits,
     forget_loky_start_method,
+    freeze,
+    kill_group,
+    lead_own_group,
     run_one,
     tie_to_driver,
 )
@@ -65,7 +83,8 @@ def _run_alone(
     payload: bytes, address: str, authkey: bytes, launch_key: int, launch: TrialLaunch, driver: int
 ) -> None:
     """The whole life of a trial's process: one trial, then exit."""
-    tie_to_driver(driver)
+    lead_own_group()
+    tie_to_driver(driver, group=True)
     forget_loky_start_method()
     with _trial_environment(launch):
         connection = connect(address, authkey)
@@ -81,10 +100,12 @@ def _run_alone(
 
 def _end_what_the_trial_left() -> None:
     """Kill the processes that the trial started and left running (a joblib pool, say): at
-    this process's exit they would keep it waiting for them, or be cut off while they start."""
+    this process's exit they would keep it waiting for them, or be cut off while they start.
+    (The runner kills what is left of the group once this process has exited.)"""
     children = multiprocessing.active_children()
     for child in children:
-        _kill(child)
+        with contextlib.suppress(OSError):
+            os.kill(child.pid, signal.SIGKILL)
     for child in children:
         child.join()
 
@@ -102,12 +123,43 @@ def _kill_every_process() -> None:
         processes = list(_every_process)
         _every_process.clear()
     for process in processes:
-        _kill(process)
+        _signal_all(process)
 
 
-def _kill(process: Any) -> None:
-    with contextlib.suppress(ProcessLookupError, TypeError):
+def _signal_all(process: Any) -> None:
+    """SIGKILL a trial's process and its group, without waiting (thread-safe)."""
+    kill_group(process.pid)
+    with contextlib.suppress(OSError, TypeError):
         os.kill(process.pid, signal.SIGKILL)
+
+
+def _has_exited(process: Any) -> bool:
+    """Whether `process` has ended, leaving it unreaped (its id keeps naming its group)."""
+    if process.exitcode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _end(process: Any) -> None:
+    """Kill a trial's process and every process that it started, then reap it: frozen first
+    (see `freeze`), its tree (which reaches processes in sessions of their own while their
+    parent lives), then its group (which reaches those whose parent has already ended)."""
+    if not _has_exited(process):
+        freeze(process.pid)
+        with warnings.catch_warnings(), contextlib.suppress(OSError):
+            warnings.simplefilter("ignore")
+            kill_process_tree(process)
+    kill_group(process.pid)
+    _reap(process)
+
+
+def _reap(process: Any) -> None:
+    """Kill what is left of an ended trial process's group, then reap the process."""
+    kill_group(process.pid)
+    process.join()
 
 
 class FreshProcesses(ProcessPool):
@@ -157,14 +209,15 @@ class FreshProcesses(ProcessPool):
         return events
 
     def kill(self, trial_id: int) -> None:
-        """Kill the trial's process; its line breaks, and the next poll reports it lost."""
+        """Kill the trial's process and every process it started; its line breaks, and the
+        next poll reports it lost."""
         for known in self._processes.values():
             if known.trial_id == trial_id:
-                _kill(known.process)
+                _end(known.process)
 
     def abandon(self) -> None:
-        for known in self._processes.values():
-            _kill(known.process)
+        for known in list(self._processes.values()):
+            _signal_all(known.process)
 
     def close(self) -> None:
         """Give the processes a moment to exit on their own (they have reported how their
@@ -172,11 +225,13 @@ class FreshProcesses(ProcessPool):
         holds memory."""
         self._lines = None
         deadline = time.monotonic() + _EXIT_GRACE_S
+        running = [known.process for known in self._processes.values()]
+        running = [process for process in running if not _has_exited(process)]
+        while running and (remaining := deadline - time.monotonic()) > 0:
+            ended = wait([process.sentinel for process in running], remaining)
+            running = [process for process in running if process.sentinel not in ended]
         for known in self._processes.values():
-            known.process.join(max(0.0, deadline - time.monotonic()))
-            if known.process.is_alive():
-                _kill(known.process)
-                known.process.join()
+            _end(known.process)
         self._ended_processes()
 
     def _ended_processes(self) -> list[WorkerEvent]:
@@ -184,8 +239,9 @@ class FreshProcesses(ProcessPool):
         (a process that connected is reported by its line instead)."""
         events: list[WorkerEvent] = []
         for launch_key, known in list(self._processes.items()):
-            if known.process.is_alive():
+            if not _has_exited(known.process):
                 continue
+            _reap(known.process)
             del self._processes[launch_key]
             with _processes_lock:
                 _every_process.discard(known.process)

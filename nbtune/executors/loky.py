@@ -52,6 +52,7 @@ from nbtune.executors._processes import (
     ProcessPool,
     before_loky_exits,
     forget_loky_start_method,
+    freeze,
     run_one,
     tie_to_driver,
 )
@@ -66,7 +67,7 @@ from nbtune.protocol import (
     WorkerEvent,
     WorkerLost,
 )
-from nbtune.resources import visible_gpus
+from nbtune.resources import gpu_ids, visible_gpus
 from nbtune.session import answer
 
 _IDLE_WORKER_TIMEOUT_S = 300
@@ -105,7 +106,10 @@ class _Worker:
         return self.free and self.process.is_alive()
 
     def kill(self) -> None:
-        """Kill the worker and what its trial started (a joblib pool, say)."""
+        """Kill the worker and what its trial started (a joblib pool, say); frozen first, so
+        that its trial cannot see those processes die and end as if nothing happened."""
+        if self.process.exitcode is None:
+            freeze(self.process.pid)
         with contextlib.suppress(OSError):
             kill_process_tree(self.process)
 
@@ -318,8 +322,10 @@ class LokyExecutor(Executor):
 
     Args:
         max_workers: how many worker processes; by default the run's `max_concurrent`.
-        gpus: the GPU ids to hand out to trials that ask for them (`resources_per_trial`);
-            by default the kernel's CUDA_VISIBLE_DEVICES, else what `nvidia-smi -L` lists.
+        gpus: the GPU ids to hand out to trials that ask for them (`resources_per_trial`):
+            a list (`["0", "1"]`), or a string as CUDA_VISIBLE_DEVICES spells them (`"0,1"`);
+            `[]` for none. By default the kernel's CUDA_VISIBLE_DEVICES (where "-1" means
+            none, as for CUDA), else what `nvidia-smi -L` lists.
         reuse_workers: keep warm workers that run trial after trial, run after run (the
             default: a trial starts in well under a millisecond). False starts a process for
             each trial (Ray Tune's default, about 0.1 s each): what a trial leaks (GPU memory,
@@ -337,7 +343,7 @@ class LokyExecutor(Executor):
         self,
         max_workers: int | None = None,
         *,
-        gpus: Sequence[str] | None = None,
+        gpus: Sequence[str | int] | str | None = None,
         reuse_workers: bool = True,
     ) -> None:
         if max_workers is not None and not (is_whole_number(max_workers) and max_workers >= 1):
@@ -349,7 +355,7 @@ class LokyExecutor(Executor):
             )
         self.max_workers = max_workers
         self.reuse_workers = reuse_workers
-        self._gpus = None if gpus is None else [str(gpu) for gpu in gpus]
+        self._gpus = None if gpus is None else gpu_ids(gpus)
         self._pool: ProcessPool = WarmWorkers() if reuse_workers else FreshProcesses()
         self._lines: TrialLines | None = None
         self._data: RunData | None = None
