@@ -3,6 +3,7 @@ plenty, else a folder on disk, and never left behind by a driver that was killed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,14 +14,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import eventually
 
 import nbtune as nt
 from nbtune.executors import _shared
 from nbtune.executors._shared import RunData
 
 
-def test_the_folder_of_a_driver_killed_with_its_process_group_goes_at_the_next_start(runs):
-    """A kernel kill reaches the whole process group, loky's resource tracker included."""
+def driver_with_an_array(runs: Path) -> subprocess.Popen:
+    """A driver, in a session of its own, whose trial holds a mapped array and never ends; it
+    prints the array's folder once the trial has reported."""
     driver = textwrap.dedent(f"""
         import threading
         import numpy as np, nbtune as nt
@@ -39,9 +42,14 @@ def test_the_folder_of_a_driver_killed_with_its_process_group_goes_at_the_next_s
         tuner.start()
         tuner.wait()
     """)
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True, start_new_session=True
     )
+
+
+def test_the_folder_of_a_driver_killed_with_its_process_group_goes_at_the_next_start(runs):
+    """A kernel kill reaches the whole process group, loky's resource tracker included."""
+    process = driver_with_an_array(runs)
     try:
         folder = process.stdout.readline().strip()
     finally:
@@ -57,6 +65,21 @@ def test_the_folder_of_a_driver_killed_with_its_process_group_goes_at_the_next_s
         assert not os.path.exists(folder), "the next run removed the dead driver's folder"
     finally:
         run.close()
+
+
+def test_the_folder_of_a_driver_killed_alone_goes_with_it(runs):
+    """Its resource tracker outlives it and removes what the driver registered."""
+    process = driver_with_an_array(runs)
+    try:
+        folder = process.stdout.readline().strip()
+        assert os.path.isdir(folder)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        eventually(lambda: not os.path.exists(folder), "the folder was removed")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.stdout.close()
 
 
 def test_a_live_driver_s_folder_is_left_alone():
