@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbtune.book import TrialBook
+from nbtune.clocks import Clocks
 from nbtune.events import TrialAdded, TrialStarted
 from nbtune.executors._base import Executor
 from nbtune.ledger import Ledger
@@ -22,7 +23,7 @@ from nbtune.resources import TrialResources
 from nbtune.run_state import RunFlags
 from nbtune.schedulers._base import Exploit, Scheduler
 from nbtune.search._base import Searcher
-from nbtune.trial import Trial, TrialStatus
+from nbtune.trial import ITERATION, Trial, TrialStatus
 
 
 class Admission:
@@ -38,7 +39,7 @@ class Admission:
         scheduler: Scheduler,
         resources: TrialResources,
         max_concurrent: int,
-        time_budget_s: float | None,
+        clocks: Clocks,
     ) -> None:
         self.ledger = ledger
         self.book: TrialBook = ledger.book
@@ -48,16 +49,18 @@ class Admission:
         self.scheduler = scheduler
         self.resources = resources
         self.max_concurrent = max_concurrent
-        self.time_budget_s = time_budget_s
+        self.clocks = clocks
+        self.too_late = False
+        """The next trial would not finish before the run's deadline, so none starts."""
         self.searcher_waits = False
         """The searcher had nothing to give at its last ask (a `ConcurrencyLimiter` at its cap)."""
 
     # ----- the plan ---------------------------------------------------------------------------
 
     def plan(self) -> None:
-        """Tell the scheduler how many trials the run plans (unless a time budget may end it
+        """Tell the scheduler how many trials the run plans (unless a deadline may end it
         sooner), and whether its searcher learns from them."""
-        planned = self.searcher.planned_trials if self.time_budget_s is None else None
+        planned = self.searcher.planned_trials if self.clocks.deadline is None else None
         self.scheduler.plan(planned, model_based=self.searcher.learns)
 
     def extend(self, num_samples: int) -> None:
@@ -127,12 +130,28 @@ class Admission:
         return True
 
     def choose(self) -> Trial | None:
-        """Take the trial the scheduler picks from the queue, if any."""
+        """Take the trial the scheduler picks from the queue, if any, and if it would finish
+        before the run's deadline (see `too_late`)."""
         waiting = self.book.waiting()
         chosen = self.scheduler.choose_trial_to_run(waiting) if waiting else None
-        if chosen is not None:
-            self.book.queue.remove(chosen.trial_id)
+        self.too_late = chosen is not None and not self.clocks.can_finish(chosen, self.horizon())
+        if chosen is None or self.too_late:
+            return None
+        self.book.queue.remove(chosen.trial_id)
         return chosen
+
+    def horizon(self) -> float | None:
+        """How many iterations a trial runs at most: the scheduler's `max_t` (counted in
+        iterations), else the stop criteria's iteration limit, else the longest finished
+        trial's; None while none is known."""
+        scheduler = self.scheduler
+        if scheduler.max_t is not None and getattr(scheduler, "time_attr", None) == ITERATION:
+            return scheduler.max_t
+        limit = self.ledger.should_stop.iteration_limit
+        if limit is not None:
+            return limit
+        finished = [trial.iteration for trial in self.book if trial.status.is_finished]
+        return max(finished, default=None)
 
     # ----- room -------------------------------------------------------------------------------
 

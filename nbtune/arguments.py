@@ -8,6 +8,8 @@ answer wherever they are given.
 
 from __future__ import annotations
 
+import datetime
+import time
 from typing import Any
 
 
@@ -32,3 +34,20 @@ def positive_seconds(name: str, value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{name}={value!r}: pass a positive number of seconds (or None)")
     return value
+
+
+def seconds_until(name: str, deadline: Any) -> float:
+    """`deadline` as seconds from now: a positive number of seconds, or a moment (a
+    `datetime`; one without a time zone is local time) that has not passed."""
+    if isinstance(deadline, datetime.datetime):
+        seconds = deadline.timestamp() - time.time()
+        if seconds <= 0:
+            raise ValueError(f"{name}={deadline!r}: that moment has passed; pass a later one")
+        return seconds
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0:
+        raise ValueError(
+            f"{name}={deadline!r}: pass a positive number of seconds from now, or a datetime"
+        )
+    if deadline == float("inf"):
+        raise ValueError(f"{name}={deadline!r}: pass a finite number of seconds, or None")
+    return float(deadline)

@@ -1,7 +1,10 @@
-"""The clocks of a run: its time budget, each trial's silence, and the loop's own rounds.
+"""The clocks of a run: its deadline, each trial's silence, and the loop's own rounds.
 
-The runner asks them when to wake up (`poll_timeout`) and what has run out; they change
-nothing themselves.
+The run's deadline comes from its time budget (`time_budget_s`, `Tuner.set_time_budget`:
+seconds from the run's start) or from `Tuner.finish_by` (a moment): by then the run ends, the
+trials still running stop, and no trial starts that would not finish before it, by the
+seconds per iteration measured so far. The runner asks the clocks when to wake up
+(`poll_timeout`) and what has run out; they change nothing but themselves.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import math
 import time
 
 from nbtune.book import LiveTrial, TrialBook
+from nbtune.trial import Trial
 
 IDLE_POLL_S = 1.0
 """The longest the loop sleeps when nothing is due."""
@@ -29,15 +33,58 @@ class Clocks:
         self.time_budget_s = time_budget_s
         self.trial_timeout_s = trial_timeout_s
         self.deadline: float | None = None
+        """When the run must end (monotonic seconds), if ever."""
+        self.deadline_by = "time budget"
+        """What set the deadline, as `Trial.stopped_by` says it: "time budget" or "deadline"."""
+        self._started: float | None = None
+        self._finish_in: float | None = None
         self._directory_checked_at = -math.inf
 
     def start(self) -> None:
-        """The run starts now: its time budget runs from here."""
+        """The run starts now: its time budget, or a deadline set before, runs from here."""
+        self._started = time.monotonic()
         if self.time_budget_s is not None:
-            self.deadline = time.monotonic() + self.time_budget_s
+            self.set_time_budget(self.time_budget_s)
+        if self._finish_in is not None:
+            self.finish_in(self._finish_in)
+
+    def set_time_budget(self, seconds: float) -> None:
+        """The run ends `seconds` after it started."""
+        self.time_budget_s = seconds
+        self.deadline = (self._started or time.monotonic()) + seconds
+        self.deadline_by = "time budget"
+
+    def finish_in(self, seconds: float) -> None:
+        """The run ends `seconds` from now (from its start, if it has not started)."""
+        if self._started is None:
+            self._finish_in = seconds
+            return
+        self.deadline = time.monotonic() + seconds
+        self.deadline_by = "deadline"
 
     def budget_spent(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def can_finish(self, trial: Trial, horizon: float | None) -> bool:
+        """Whether `trial` would reach `horizon` iterations before the deadline, at the seconds
+        per iteration that the run's trials took so far (yes where either is not known)."""
+        if self.deadline is None or horizon is None:
+            return True
+        per_iteration = self._seconds_per_iteration()
+        if per_iteration is None:
+            return True
+        needed = max(0.0, horizon - trial.iteration) * per_iteration
+        return time.monotonic() + needed <= self.deadline
+
+    def _seconds_per_iteration(self) -> float | None:
+        seconds = iterations = 0.0
+        now = time.time()
+        for trial in self.book:
+            if trial.iteration > 0:
+                running = now - trial.started_at if trial.started_at is not None else 0.0
+                seconds += trial.runtime_s + max(0.0, running)
+                iterations += trial.iteration
+        return seconds / iterations if iterations else None
 
     def poll_timeout(self) -> float:
         """How long the loop may wait for workers: until the run's deadline or the first

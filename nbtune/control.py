@@ -32,6 +32,7 @@ class RunControl:
     ) -> None:
         self._ledger = ledger
         self._admission = admission
+        self._clocks = admission.clocks
         self._ending = ending
         self._book = ledger.book
         self._flags = flags
@@ -155,6 +156,16 @@ class RunControl:
         checkpoint keeps its worker until it ends.
         """
         self._admission.set_max_concurrent(max_concurrent)
+
+    def set_time_budget(self, seconds: float) -> None:
+        """The run ends `seconds` after it started (at once, if they have passed)."""
+        self._clocks.set_time_budget(seconds)
+        self._admission.plan()
+
+    def finish_in(self, seconds: float) -> None:
+        """The run ends `seconds` from now."""
+        self._clocks.finish_in(seconds)
+        self._admission.plan()
 
     def stop_run(self) -> None:
         """End the whole run gracefully (see `RunEnd.request`)."""

@@ -29,7 +29,7 @@ from nbtune import objectives
 from nbtune.book import TrialBook
 from nbtune.events import EventBus, TrialCompleted, TrialErrored, TrialOutput, TrialPaused
 from nbtune.executors._base import Executor
-from nbtune.metrics import finite
+from nbtune.metrics import finite, problem
 from nbtune.protocol import Decision, WorkerResult
 from nbtune.retention import CheckpointRetention
 from nbtune.run_state import RunFlags
@@ -163,6 +163,15 @@ class Ledger:
         best = None if self.best_result is None else self.best_result[self.metric]
         if best is None or better_of(best, value, self.mode) != best:
             self.best_result = row
+
+    def problem_in(self, metrics: Mapping[str, Any]) -> str | None:
+        """What makes a reported result unusable (a tuned metric missing or not a number, a
+        scheduler's `time_attr` likewise), in one line; None for a good one."""
+        for name in objectives.names(self.metric):
+            found = problem(metrics, name, "the metric")
+            if found is not None:
+                return found
+        return self.scheduler.check_result(metrics)
 
     def ship_output(self, trial_id: int, output: str) -> None:
         """Keep what the trial printed, and say so on the bus."""

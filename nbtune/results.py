@@ -33,13 +33,13 @@ def trials_frame(
     rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """One row per trial: id, status, `config/<param>` columns, metric (last and best), ...,
-    `stopped_by` (who cut a TERMINATED trial short: "user", "scheduler", "stop criteria",
-    "time budget" or "fail fast", see `nbtune.trial.STOPPED_BY`; <NA> for one that ran to its
-    end, failed or is not over), and `checkpoint_mb`, the disk its checkpoints use, where it
+    `stopped_by` (who cut a TERMINATED trial short: "user", "scheduler", "stop criteria", "time
+    budget", "deadline" or "fail fast", see `nbtune.trial.STOPPED_BY`; <NA> for one that ran to
+    its end, failed or is not over), and `checkpoint_mb`, the disk its checkpoints use, where it
     is given; `gpu`, the ids it ran on, in a run whose trials use GPUs. With several metrics:
     each one's last value and `pareto`, whether the trial is on the Pareto front (see
-    `nbtune.objectives`). Given the result `rows`, every other key a trial reported follows
-    the metrics, with its last value (numbers and text), under its own name, or under
+    `nbtune.objectives`). Given the result `rows`, every other key a trial reported follows the
+    metrics, with its last value (numbers and text), under its own name, or under
     `REPORTED_PREFIX` + its name where that name is one of these columns."""
     import pandas as pd  # imported here so that workers and `import nbtune` stay light
 

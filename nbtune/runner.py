@@ -43,7 +43,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from nbtune import objectives
 from nbtune.admission import Admission
 from nbtune.book import TrialBook
 from nbtune.clocks import Clocks
@@ -53,7 +52,6 @@ from nbtune.errors import RunEndedError
 from nbtune.events import EventBus, TrialResult, TrialRetried
 from nbtune.executors._base import Executor
 from nbtune.ledger import Ledger, runtime_banked
-from nbtune.metrics import problem
 from nbtune.protocol import (
     Decision,
     WorkerDone,
@@ -96,6 +94,7 @@ class TrialRunner:
         should_stop: StopCriteria,
         space: SearchSpace,
         time_budget_s: float | None = None,
+        finish_in_s: float | None = None,
         fail_fast: bool = False,
         max_failures: int = 0,
         trial_timeout_s: float | None = None,
@@ -113,6 +112,9 @@ class TrialRunner:
 
         self.book = TrialBook()
         self.flags = RunFlags()
+        self.clocks = Clocks(self.book, time_budget_s, trial_timeout_s)
+        if finish_in_s is not None:
+            self.clocks.finish_in(finish_in_s)
         self.ledger = Ledger(
             book=self.book,
             flags=self.flags,
@@ -135,13 +137,12 @@ class TrialRunner:
             scheduler=scheduler,
             resources=resources or TrialResources(),
             max_concurrent=max_concurrent,
-            time_budget_s=time_budget_s,
+            clocks=self.clocks,
         )
         self.ending = RunEnd(ledger=self.ledger, flags=self.flags, admission=self.admission)
         self.control = RunControl(
             ledger=self.ledger, admission=self.admission, ending=self.ending, flags=self.flags
         )
-        self.clocks = Clocks(self.book, time_budget_s, trial_timeout_s)
 
         self._lock = threading.RLock()
         self._done = threading.Event()
@@ -268,8 +269,8 @@ class TrialRunner:
         try:
             self.executor.open(self.trainable, self.admission.max_concurrent)
             try:
-                self.admission.plan()
                 self.clocks.start()
+                self.admission.plan()
                 while not self.step():
                     self.handle(self.executor.poll(self.clocks.poll_timeout()))
             finally:
@@ -285,9 +286,11 @@ class TrialRunner:
         with self._lock:
             self._run_commands()
             if self.clocks.budget_spent():
-                self.request_stop(RunState.FINISHED, stopped_by="time budget")
+                self.request_stop(RunState.FINISHED, stopped_by=self.clocks.deadline_by)
             if self.flags.ending is None:
                 self._fill_slots()
+            if self.admission.too_late and not self.book.on_worker():
+                self.request_stop(RunState.FINISHED, stopped_by=self.clocks.deadline_by)
             if self.ending.is_over():
                 self.ending.over()
                 return True
@@ -389,7 +392,7 @@ class TrialRunner:
             return
         if self.ledger.replayed(trial, event):
             return
-        found = self._check_metrics(event.metrics)
+        found = self.ledger.problem_in(event.metrics)
         if found is not None:
             self.ledger.stop_if_waiting(event)
             self._fail(trial, found)
@@ -433,13 +436,6 @@ class TrialRunner:
         if pending is None and verdict is Decision.STOP:
             return Decision.STOP, None if self.scheduler.at_budget_end(row) else "scheduler"
         return pending or verdict, None
-
-    def _check_metrics(self, metrics: Mapping[str, Any]) -> str | None:
-        for name in objectives.names(self.metric):
-            found = problem(metrics, name, "the metric")
-            if found is not None:
-                return found
-        return self.scheduler.check_result(metrics)
 
     def _on_done(self, trial_id: int, output: str, stopped_by: str | None = None) -> None:
         """The trial's worker is done with it: a running trial ended, of its own accord unless

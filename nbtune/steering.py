@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import datetime
 import functools
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nbtune.arguments import whole_number
+from nbtune.arguments import positive_seconds, seconds_until, whole_number
 from nbtune.control import RunControl
 from nbtune.errors import RunEndedError
 from nbtune.executors._base import Executor
@@ -40,6 +41,9 @@ class Steering:
     space: SearchSpace
     executor: Executor
     max_concurrent: int
+    time_budget_s: float | None
+    _finish_by: float | datetime.datetime | None
+    _runner: TrialRunner | None
     _thread: threading.Thread | None
 
     def _started_runner(self) -> TrialRunner:
@@ -136,6 +140,33 @@ class Steering:
             max_concurrent=max_concurrent,
         )
         self.max_concurrent = max_concurrent
+
+    def finish_by(self, deadline: float | datetime.datetime) -> None:
+        """Finish the run by `deadline`: seconds from now, or a moment (a `datetime`; without
+        a time zone, local time). No trial starts that would not finish by then, at the
+        seconds per iteration measured so far; the trials still running then stop
+        (`stopped_by="deadline"`) and the run ends `finished`, every result kept. Before
+        `start()`, seconds count from the start (as `Tuner(finish_by=...)`)."""
+        seconds = seconds_until("finish_by", deadline)
+        if self._runner is None:
+            self._finish_by = deadline
+            return
+        command = lambda control: control.finish_in(seconds)  # noqa: E731
+        self._command("finish_by", command, seconds=round(seconds, 3))
+
+    def set_time_budget(self, seconds: float) -> None:
+        """End the run `seconds` after it started (as `time_budget_s`; at once if they have
+        passed): no trial starts that would not finish in time, and those running then stop
+        (`stopped_by="time budget"`)."""
+        budget = positive_seconds("time_budget_s", seconds)
+        if budget is None:
+            raise ValueError("set_time_budget(None): pass a positive number of seconds")
+        if self._runner is None:
+            self.time_budget_s = budget
+            return
+        command = lambda control: control.set_time_budget(budget)  # noqa: E731
+        self._command("set_time_budget", command, seconds=budget)
+        self.time_budget_s = budget
 
     def extend(self, num_samples: int) -> None:
         """Let the searcher suggest `num_samples` more configurations."""

@@ -66,6 +66,11 @@ class StopCriteria:
             return value <= threshold
         return value >= threshold
 
+    @property
+    def iteration_limit(self) -> float | None:
+        """The `training_iteration` at which every trial stops, if the criteria set one."""
+        return self._thresholds.get("training_iteration")
+
     def free_steps(self, iteration: int) -> int:
         """How many results after the `iteration`th cannot meet the criteria: all of them when
         there are none, those before the iteration limit when it is the only one, else 0."""

@@ -43,13 +43,16 @@ STOPPED_BY = {
     "scheduler": "the scheduler ended it early, a worse trial than its peers (ASHA, HyperBand, "
     "median stopping, PBT replacing it...), before its budget's end",
     "stop criteria": "it met the Tuner's `stop=` criteria",
-    "time budget": "the run's `time_budget_s` ran out while it ran",
+    "time budget": "the run's `time_budget_s` (or `Tuner.set_time_budget`) ran out while it ran",
+    "deadline": "the run's deadline (`Tuner.finish_by`) came while it ran",
     "fail fast": "another trial failed in a run with `fail_fast=True`",
 }
 """Every value of `Trial.stopped_by`, and what it means."""
 
 
-RESULT_KEYS = ("trial_id", "training_iteration", "timestamp", "time_total_s")
+ITERATION = "training_iteration"
+"""The result key that counts a trial's results, from 1."""
+RESULT_KEYS = ("trial_id", ITERATION, "timestamp", "time_total_s")
 """The keys nbtune adds to every reported result; a trainable may not report them itself."""
 
 

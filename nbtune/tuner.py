@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import datetime
 import os
 import re
 import secrets
@@ -19,7 +20,7 @@ from typing import Any
 
 from nbtune import objectives
 from nbtune.analysis import ExperimentAnalysis, load
-from nbtune.arguments import positive_seconds, whole_number
+from nbtune.arguments import positive_seconds, seconds_until, whole_number
 from nbtune.define_by_run import DefineByRunSpace
 from nbtune.errors import TrialNotFoundError
 from nbtune.events import Event, EventBus
@@ -103,7 +104,9 @@ class Tuner(ResultsView, Steering):
         executor: where trials run (default: `LokyExecutor`, worker processes).
         stop: per-trial stop criteria: `{"training_iteration": 10}`, `{"loss": 0.01}`, or a
             function `(trial_id, result) -> bool`.
-        time_budget_s: end the whole experiment after this many seconds.
+        time_budget_s: end the whole experiment after this many seconds (see `set_time_budget`).
+        finish_by: finish the experiment by then: seconds from its start, or a `datetime`
+            (see `finish_by`).
         storage_path: the folder that holds experiment directories.
         callbacks: functions called with every `nbtune.events` event, on the runner thread;
             they must return quickly. A callback that has a `setup(tuner)` method has it
@@ -155,6 +158,7 @@ class Tuner(ResultsView, Steering):
         executor: Executor | None = None,
         stop: Mapping[str, float] | StopFunction | None = None,
         time_budget_s: float | None = None,
+        finish_by: float | datetime.datetime | None = None,
         storage_path: str | os.PathLike = "nbtune-runs",
         callbacks: Iterable[Callable[[Event], None]] = (),
         fail_fast: bool = False,
@@ -173,6 +177,9 @@ class Tuner(ResultsView, Steering):
         self.num_samples = whole_number("num_samples", num_samples)
         self.max_concurrent = concurrency(max_concurrent or os.cpu_count())
         self.time_budget_s = positive_seconds("time_budget_s", time_budget_s)
+        if finish_by is not None:
+            seconds_until("finish_by", finish_by)
+        self._finish_by = finish_by
         self.trial_timeout_s = positive_seconds("trial_timeout_s", trial_timeout_s)
         self.keep_checkpoints = _checkpoints_to_keep(keep_checkpoints)
         self.trainable = trainable
@@ -252,6 +259,9 @@ class Tuner(ResultsView, Steering):
             should_stop=self.should_stop,
             space=self.space,
             time_budget_s=self.time_budget_s,
+            finish_in_s=None
+            if self._finish_by is None
+            else seconds_until("finish_by", self._finish_by),
             fail_fast=self.fail_fast,
             max_failures=self.max_failures,
             trial_timeout_s=self.trial_timeout_s,

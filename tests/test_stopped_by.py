@@ -268,7 +268,14 @@ def test_a_field_of_a_newer_nbtune_is_left_out(make_tuner):
 
 
 def test_every_value_is_documented():
-    assert set(STOPPED_BY) == {"user", "scheduler", "stop criteria", "time budget", "fail fast"}
+    assert set(STOPPED_BY) == {
+        "user",
+        "scheduler",
+        "stop criteria",
+        "time budget",
+        "deadline",
+        "fail fast",
+    }
 
 
 def test_every_stop_but_the_stop_criteria_cuts_a_trial_short():
