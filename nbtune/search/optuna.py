@@ -363,10 +363,11 @@ _UNMODELLED = {
 }
 
 
-def _import_optuna():
-    """The optuna module, or an ImportError that says how to install it."""
+def _import_optuna(needed_by: str = "OptunaSearch"):
+    """The optuna module, or a one-line ImportError that says what needs it and how to install
+    it (`nbtune.optuna_study` imports it through here too)."""
     try:
         import optuna
     except ImportError:
-        raise ImportError("OptunaSearch needs Optuna: pip install 'nbtune[optuna]'") from None
+        raise ImportError(f"{needed_by} needs Optuna: pip install 'nbtune[optuna]'") from None
     return optuna
