@@ -178,6 +178,42 @@ def user_attrs(trial: Trial) -> dict[str, Any]:
     }
 
 
+IMPORTANCE_METHODS = ("ped-anova", "fanova")
+"""The importance evaluators of Optuna that `param_importances` runs, by name."""
+
+
+def param_importances(
+    study: optuna.Study, method: str, seed: int | None = 0
+) -> tuple[dict[str, float], int]:
+    """Each parameter's share of the importance by one of Optuna's evaluators, greatest first,
+    and how many trials it learnt from (the complete ones: Optuna reads no others).
+
+    "ped-anova" is `PedAnovaImportanceEvaluator` (Optuna 5's default: how differently the
+    parameter is spread among the best trials than among all), "fanova" is
+    `FanovaImportanceEvaluator` (the share of the variance of a random forest's fit each
+    parameter explains, seeded with `seed`). A study of several objectives is refused by
+    Optuna; none is asked for with fewer than two complete trials.
+
+    Raises:
+        ValueError: `method` is not one of `IMPORTANCE_METHODS`.
+    """
+    optuna = _import_optuna(f"method={method!r}")
+    if method not in IMPORTANCE_METHODS:
+        raise ValueError(f"method={method!r}: use {', '.join(map(repr, IMPORTANCE_METHODS))}")
+    states = (optuna.trial.TrialState.COMPLETE,)
+    complete = len(study.get_trials(deepcopy=False, states=states))
+    if complete < 2:
+        return {}, complete
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if method == "fanova":
+            evaluator = optuna.importance.FanovaImportanceEvaluator(seed=seed)
+        else:
+            evaluator = optuna.importance.PedAnovaImportanceEvaluator()
+        found = optuna.importance.get_param_importances(study, evaluator=evaluator)
+    return dict(sorted(found.items(), key=lambda item: -item[1])), complete
+
+
 # ----- times ------------------------------------------------------------------------------------
 
 
