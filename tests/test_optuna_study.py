@@ -1,6 +1,7 @@
 """`to_optuna_study()`: any run (random search included, live or read back from disk) as an
 Optuna study whose trials, parameters, distributions, values, intermediate values, states,
-times and user attributes are the run's, and on which Optuna's charts and importances work."""
+times and user attributes are the run's, and on which Optuna's charts and importances work;
+and OptunaSearch's sampler: a class with options, the constant liar by default."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 import trainables
@@ -414,3 +416,48 @@ def test_without_optuna_installed_it_says_how_to_install_it(tmp_path):
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout == "to_optuna_study needs Optuna: pip install 'nbtune[optuna]'\n" * 2
+
+
+# ----- OptunaSearch's sampler (issue 35, part 4) ------------------------------------------------
+
+
+def sampler_of(searcher, seed=0):
+    searcher.setup(nt.space.SearchSpace({"x": nt.uniform(0, 1)}), "loss", "min", 20, seed)
+    return searcher.study.sampler
+
+
+def test_the_default_tpe_uses_the_constant_liar_on_every_optuna_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sampler = sampler_of(nt.OptunaSearch())
+    assert isinstance(sampler, optuna.samplers.TPESampler)
+    assert sampler._constant_liar is True
+
+
+def suggestions(searcher, seed):
+    searcher.setup(nt.space.SearchSpace({"x": nt.uniform(0, 1)}), "loss", "min", 4, seed)
+    return [searcher.suggest(trial_id)["x"] for trial_id in range(4)]
+
+
+def test_a_sampler_s_class_is_made_with_its_options_and_the_tuner_s_seed():
+    tpe = sampler_of(nt.OptunaSearch(n_startup_trials=3, constant_liar=False))
+    assert (tpe._n_startup_trials, tpe._constant_liar) == (3, False), "options win"
+    kind = optuna.samplers.RandomSampler
+    assert isinstance(sampler_of(nt.OptunaSearch(kind)), kind)
+    first = suggestions(nt.OptunaSearch(kind), seed=7)
+    assert suggestions(nt.OptunaSearch(kind), seed=7) == first
+    assert suggestions(nt.OptunaSearch(kind), seed=8) != first
+    assert suggestions(nt.OptunaSearch(kind, seed=1), seed=7) != first, "its own seed wins"
+
+
+def test_options_a_sampler_does_not_take_or_cannot_be_given_are_refused_in_one_line():
+    with pytest.raises(TypeError, match=r"^TPESampler takes no option 'startup'; it takes "):
+        nt.OptunaSearch(startup=3)
+    with pytest.raises(TypeError, match=r"^RandomSampler takes no option 'n_startup_trials'"):
+        nt.OptunaSearch(optuna.samplers.RandomSampler, n_startup_trials=3)
+    with pytest.raises(TypeError) as info:
+        nt.OptunaSearch(optuna.samplers.TPESampler(), n_startup_trials=3)
+    assert str(info.value) == (
+        "OptunaSearch(TPESampler(...), n_startup_trials=...): give options to the class, "
+        "OptunaSearch(TPESampler, ...), or to the sampler you make"
+    )
