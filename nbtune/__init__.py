@@ -60,6 +60,9 @@ _FRONT_END = {
     "plot_pareto_front",
 }
 
+_OPTUNA_CHARTS = {"plot_contour", "plot_edf", "plot_hypervolume_history", "plot_rank"}
+"""Optuna's charts of a run (`nbtune.ui.optuna_charts`), drawn through `to_optuna_study()`."""
+
 
 def _notebook_dashboard() -> front_end.DashboardFactory:
     """The ipywidgets dashboard: the front end that `Tuner.start()` shows in a notebook and
@@ -80,12 +83,16 @@ def load_ipython_extension(ipython) -> None:
 
 
 def __getattr__(name: str):
-    """The front end (plotly, ipywidgets) and Dask load on first use, so `import nbtune` stays
-    light."""
+    """The front end (plotly, ipywidgets; Optuna for its charts) and Dask load on first use,
+    so `import nbtune` stays light."""
     if name in _FRONT_END:
         import nbtune.ui
 
         return getattr(nbtune.ui, name)
+    if name in _OPTUNA_CHARTS:
+        from nbtune.ui import optuna_charts
+
+        return getattr(optuna_charts, name)
     if name == "DaskExecutor":
         from nbtune.executors.dask import DaskExecutor
 
@@ -128,11 +135,15 @@ __all__ = [
     "lograndint",
     "loguniform",
     "plot_best_so_far",
+    "plot_contour",
+    "plot_edf",
     "plot_history",
+    "plot_hypervolume_history",
     "plot_parallel_coordinates",
     "plot_param_importance",
     "plot_param_scatter",
     "plot_pareto_front",
+    "plot_rank",
     "qlograndint",
     "qloguniform",
     "qrandint",

@@ -22,6 +22,7 @@ from nbtune.storage import checkpoint_dir
 from nbtune.trial import RESULT_KEYS, Trial, TrialStatus, better_of
 
 if TYPE_CHECKING:
+    import optuna
     import pandas as pd
 
 
@@ -380,6 +381,26 @@ class ResultsView:
         out. In a run of one metric, it holds the trials whose last value is the best.
         """
         return pareto_trials(self._snapshot()[0], self._require_metric(several=True), self.mode)
+
+    def to_optuna_study(self) -> optuna.Study:
+        """The run as an in-memory Optuna study, for Optuna's own analysis
+        (`optuna.visualization.plot_contour(study)`, `optuna.importance.get_param_importances`,
+        `study.trials_dataframe()`, ...): one frozen trial per trial, numbered in trial-id
+        order, with its parameters and their distributions, its values (several for several
+        metrics), its intermediate values by iteration, its state (a trial cut short is
+        PRUNED, an errored one FAIL, a live one RUNNING) and nbtune's own facts as user
+        attributes. See `nbtune.optuna_study` for the details.
+
+        Raises:
+            ImportError: Optuna is not installed, with the command that installs it.
+            ValueError: the run has no metric.
+        """
+        from nbtune.optuna_study import study_of
+
+        metric = self._require_metric(several=True)
+        trials, rows = self._snapshot()
+        space = getattr(self, "space", None)
+        return study_of(trials, rows, metric, self.mode, space, getattr(self, "name", None))
 
     def dashboard(self) -> Dashboard:
         """The dashboard of this experiment (an ipywidgets view), made on first call.

@@ -14,7 +14,9 @@ ones, as `SearchSpace.config` does. Optuna is an optional extra, imported only w
 
 from __future__ import annotations
 
+import inspect
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -66,23 +68,48 @@ class OptunaSearch(Searcher):
     None, objects).
 
     Args:
-        sampler: an Optuna sampler (`CmaEsSampler()`, `GPSampler()`, `QMCSampler()`, ...);
-            by default `TPESampler(seed=...)` seeded with the Tuner's seed.
+        sampler: an Optuna sampler (`CmaEsSampler()`, `GPSampler()`, `QMCSampler()`, ...), or
+            a sampler's class, made when the run starts with `sampler_options` and seeded
+            with the Tuner's seed (unless the options give one); by default `TPESampler`,
+            with the constant liar on Optuna 4 as on 5 (`constant_liar=True`: a trial still
+            running counts as a poor one, so parallel trials do not crowd one point).
+        sampler_options: the options of the sampler's class
+            (`OptunaSearch(n_startup_trials=5, multivariate=True)`,
+            `OptunaSearch(GPSampler, n_startup_trials=8)`).
 
     Raises:
         ImportError: If Optuna is not installed, with the command that installs it.
+        TypeError: options the sampler's class does not take, or options with a sampler
+            already made.
     """
 
     learns = True
 
-    def __init__(self, sampler: optuna.samplers.BaseSampler | None = None) -> None:
+    def __init__(
+        self,
+        sampler: optuna.samplers.BaseSampler | type[optuna.samplers.BaseSampler] | None = None,
+        **sampler_options: Any,
+    ) -> None:
         optuna = _import_optuna()
-        if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
+        base = optuna.samplers.BaseSampler
+        is_class = isinstance(sampler, type)
+        is_sampler = isinstance(sampler, base) or (is_class and issubclass(sampler, base))
+        if sampler is not None and not is_sampler:
             raise TypeError(
                 f"OptunaSearch(sampler={sampler!r}): pass an Optuna sampler object, e.g. "
-                "optuna.samplers.TPESampler(seed=0), or none for TPE seeded with the Tuner's seed"
+                "optuna.samplers.TPESampler(seed=0), or none for TPE seeded with the Tuner's "
+                "seed"
             )
+        if sampler_options and not (sampler is None or is_class):
+            raise TypeError(
+                f"OptunaSearch({type(sampler).__name__}(...), {', '.join(sampler_options)}=...): "
+                f"give options to the class, OptunaSearch({type(sampler).__name__}, ...), or "
+                "to the sampler you make"
+            )
+        if sampler is None or is_class:
+            _check_options(sampler or optuna.samplers.TPESampler, sampler_options)
         self.sampler = sampler
+        self.sampler_options = sampler_options
         self._study: optuna.Study | None = None
         self._distributions: dict[str, optuna.distributions.BaseDistribution] = {}
         self._running: dict[int, optuna.Trial] = {}
@@ -96,6 +123,7 @@ class OptunaSearch(Searcher):
         saved before it held back its points to evaluate has queued them in its study."""
         state.setdefault("_pruned", set())
         state.setdefault("_points", [])
+        state.setdefault("sampler_options", {})
         self.__dict__.update(state)
 
     def setup(
@@ -106,10 +134,29 @@ class OptunaSearch(Searcher):
         super().setup(space, metric, mode, num_samples, seed)
         optuna = _import_optuna()
         self._distributions = distributions(space)
-        sampler = self.sampler or optuna.samplers.TPESampler(seed=seed)
+        sampler = self._sampler(optuna, seed)
         directions = [_DIRECTIONS[one] for one in objectives.modes(metric, mode)]
         self._study = optuna.create_study(sampler=sampler, directions=directions)
         self._total = num_samples
+
+    def _sampler(self, optuna: Any, seed: int) -> optuna.samplers.BaseSampler:
+        """The sampler given, or one made of the class given (TPE by default) with the
+        options, the Tuner's seed, and on TPE the constant liar where Optuna's default lacks
+        it (Optuna 4, which calls it experimental: nbtune chose it, so that warning is left
+        out)."""
+        if self.sampler is not None and not isinstance(self.sampler, type):
+            return self.sampler
+        kind = self.sampler or optuna.samplers.TPESampler
+        parameters = inspect.signature(kind).parameters
+        options = dict(self.sampler_options)
+        if "seed" in parameters:
+            options.setdefault("seed", seed)
+        liar = parameters.get("constant_liar")
+        if issubclass(kind, optuna.samplers.TPESampler) and liar and liar.default is False:
+            options.setdefault("constant_liar", True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return kind(**options)
 
     @property
     def study(self) -> optuna.Study:
@@ -368,10 +415,21 @@ _UNMODELLED = {
 }
 
 
-def _import_optuna():
-    """The optuna module, or an ImportError that says how to install it."""
+def _check_options(kind: Any, options: dict[str, Any]) -> None:
+    """Refuse, in one line, options the sampler's class does not take."""
+    parameters = inspect.signature(kind).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    unknown = [name for name in options if name not in parameters and not takes_any]
+    if unknown:
+        known = ", ".join(name for name in parameters if name != "self")
+        raise TypeError(f"{kind.__name__} takes no option {unknown[0]!r}; it takes {known}")
+
+
+def _import_optuna(needed_by: str = "OptunaSearch"):
+    """The optuna module, or a one-line ImportError that says what needs it and how to install
+    it (`nbtune.optuna_study` imports it through here too)."""
     try:
         import optuna
     except ImportError:
-        raise ImportError("OptunaSearch needs Optuna: pip install 'nbtune[optuna]'") from None
+        raise ImportError(f"{needed_by} needs Optuna: pip install 'nbtune[optuna]'") from None
     return optuna

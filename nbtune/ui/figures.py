@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 
 from nbtune.analysis import view_of
 from nbtune.metrics import format_number
+from nbtune.optuna_study import param_importances
 from nbtune.trial import Trial
 from nbtune.ui.data import (
     MIN_IMPORTANCE_TRIALS,
@@ -397,9 +398,14 @@ def _suffix(index: int) -> str:
 
 
 def importance_figure(
-    data: ImportanceData, figure: go.Figure | None = None, *, dark: bool = False
+    data: ImportanceData,
+    figure: go.Figure | None = None,
+    *,
+    dark: bool = False,
+    method: str | None = None,
 ) -> go.Figure:
-    """One bar per parameter: how much of the spread of the metric it explains on its own.
+    """One bar per parameter: how much of the spread of the metric it explains on its own
+    (or, with `method`, its share of the importance by that method, named in the title).
 
     With too few trials (fewer than `MIN_IMPORTANCE_TRIALS` with a value of the metric) or no
     parameter that varies, the bars are empty and the chart says what it waits for.
@@ -414,10 +420,14 @@ def importance_figure(
             y=[plain_text(name) for name in data.names[::-1]] if shown else (),
             hovertemplate="%{y}: %{x:.2f}<extra></extra>",
         )
+        by = "" if method is None else f"{IMPORTANCE_NAMES[method]}, "
         _layout(
             figure,
-            title=f"what {data.metric} depends on ({data.trials} trials)",
-            xaxis={"title": "share of the spread explained", "range": [0, 1]},
+            title=f"what {data.metric} depends on ({by}{data.trials} trials)",
+            xaxis={
+                "title": "share of the spread explained" if method is None else "importance",
+                "range": [0, 1],
+            },
             annotations=_notes(not shown, _importance_wait(data)),
         )
     return figure
@@ -554,11 +564,39 @@ def plot_param_scatter(source: Any, *, dark: bool = False) -> go.Figure:
     return parameter_scatter_figure(parameter_data(trials, metric, _log_scale(source)), dark=dark)
 
 
-def plot_param_importance(source: Any, *, dark: bool = False) -> go.Figure:
-    """How much of the spread of the metric each parameter explains on its own (see
-    `nbtune.ui.data.importance_data` for how it is measured)."""
-    trials, _, metric, mode = _read(source)
-    return importance_figure(importance_data(trials, metric, mode), dark=dark)
+IMPORTANCE_NAMES = {"rank": "rank", "ped-anova": "PED-ANOVA", "fanova": "fANOVA"}
+"""The methods `plot_param_importance` knows, and how its title names them."""
+
+
+def plot_param_importance(
+    source: Any, *, method: str = "rank", seed: int | None = 0, dark: bool = False
+) -> go.Figure:
+    """How much the metric depends on each parameter.
+
+    Args:
+        method: "rank" (nbtune's own, from every trial's best value: see
+            `nbtune.ui.data.importance_data`), or one of Optuna's evaluators run on the run's
+            study (`to_optuna_study()`, so from the complete trials' last values): "ped-anova"
+            (`PedAnovaImportanceEvaluator`, Optuna 5's default) or "fanova"
+            (`FanovaImportanceEvaluator`, a random forest seeded with `seed`), each parameter's
+            share of the importance (see `nbtune.optuna_study.param_importances`).
+        seed: fANOVA's seed (None: a different forest each time).
+        dark: the dark theme.
+
+    Raises:
+        ValueError: an unknown `method`, or a run without one metric.
+        ImportError: an Optuna method without Optuna installed.
+    """
+    if method not in IMPORTANCE_NAMES:
+        names = ", ".join(map(repr, IMPORTANCE_NAMES))
+        raise ValueError(f"method={method!r}: use one of {names} ('rank' is the default)")
+    view = view_of(source)
+    trials, _, metric, mode = _read(view)
+    if method == "rank":
+        return importance_figure(importance_data(trials, metric, mode), dark=dark)
+    found, complete = param_importances(view.to_optuna_study(), method, seed)
+    data = ImportanceData(metric, tuple(found), tuple(found.values()), complete)
+    return importance_figure(data, dark=dark, method=method)
 
 
 def _read(source: Any) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]], str, str]:
