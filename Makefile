@@ -1,5 +1,6 @@
 # Two entry points: `make demo` (a real tuning run, headless) and `make test` (the whole suite);
-# `make test-lightning` adds torch and the Lightning integration's tests, which `make test` skips.
+# `make test-lightning` adds torch and the Lightning and Transformers integrations' tests, which
+# `make test` skips.
 # All build a virtual environment in .venv from this repository's own files.
 
 PYTHON ?= python3
@@ -40,9 +41,10 @@ test: lint $(VENV)/ipykernel6/.installed | $(CHROMIUM)
 test-matrix: $(VENV)/.installed-test
 	$(BIN)/python -m pytest --matrix tests/test_combinations.py
 
-# torch is too big for `make test`'s environment: the Lightning tests skip themselves without it,
-# and this target installs it, then runs them and their notebook (2 minutes after `make test` on
-# a busy 2-core machine: 1 to install, 1 to test). torch goes in first and alone, so that pip
+# torch is too big for `make test`'s environment: the Lightning and Transformers tests skip
+# themselves without it, and this target installs it (and transformers: 130 MB, 25 s), then
+# runs them and the Lightning notebook (3 minutes after `make test` on a busy 2-core machine:
+# 1.5 to install, 1.5 to test). torch goes in first and alone, so that pip
 # takes the CPU wheel (in CI, from PIP_FIND_LINKS; elsewhere set
 # PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu) rather than let lightning pull the
 # multi-GB CUDA build.
@@ -50,11 +52,11 @@ TORCH ?= torch==2.13.0
 
 $(VENV)/.installed-lightning: pyproject.toml $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet '$(TORCH)'
-	$(BIN)/python -m pip install --quiet --editable '.[lightning]'
+	$(BIN)/python -m pip install --quiet --editable '.[lightning,transformers]'
 	touch $@
 
 test-lightning: $(VENV)/.installed-lightning
-	$(BIN)/python -m pytest tests/integrations/test_lightning.py
+	$(BIN)/python -m pytest tests/integrations/test_lightning.py tests/integrations/test_transformers.py
 	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/lightning.ipynb
 
 # The dashboard is also tested on the latest ipykernel 6 (no subshells), kept apart from the

@@ -6,18 +6,23 @@ Prints one JSON line per library and setting, for example:
      "ms_per_step": 0.19, "ms_in_callback_per_step": 0.08, "plain_ms_per_step": 0.2,
      "step": "round", "steps": 300, ...}
 
-Each trial trains the same model for `steps` rounds (XGBoost, LightGBM) or epochs (Keras on
-JAX, Lightning) in a warm loky worker, once without the callback (timed inside the trial) and
-once with it. `ms_per_step` is the difference divided by the steps: everything the callback
-costs, what its mere presence makes the library do included, but as noisy as the training's
-own time. `ms_in_callback_per_step` is the time spent inside the callback's hook per step: the
-report's round trip to the runner and, with `checkpoint_every`, saving the model in the
-library's format; it leaves out the training's own time and its noise. Medians over `REPEATS`
-trials. Keras and Lightning train a two-layer network of 500 weights on the 569 samples, in 9
-batches per epoch plus a validation pass; libraries that are not installed are left out.
+Each trial trains the same model for `steps` rounds (XGBoost, LightGBM), iterations (CatBoost)
+or epochs (Keras on JAX, Lightning, Transformers) in a warm loky worker, once without the
+callback (timed inside the trial) and once with it. `ms_per_step` is the difference divided by
+the steps: everything the callback costs, what its mere presence makes the library do included,
+but as noisy as the training's own time. `ms_in_callback_per_step` is the time spent inside the
+callback's hook per step: the report's round trip to the runner and, with `checkpoint_every`,
+saving the model in the library's format; it leaves out the training's own time and its noise.
+Medians over `REPEATS` trials. Keras and Lightning train a two-layer network of 500 weights on
+the 569 samples, in 9 batches per epoch plus a validation pass. CatBoost runs with
+`resume_kwargs()`, which makes it write its snapshot after every iteration (what lets a pause
+resume at any iteration): that write is in `ms_per_step`, not in `ms_in_callback_per_step`.
+Transformers trains a one-layer BERT (built from its config) on 64 random sequences of 8
+tokens, in 4 batches per epoch plus an evaluation, and hands the callback its Trainer with
+`resume_kwargs(trainer)`. Libraries that are not installed are left out.
 
 Usage:
-    python benchmarks/integrations.py
+    python benchmarks/integrations.py [LIBRARY ...]   (default: every one installed)
 """
 
 from __future__ import annotations
@@ -39,15 +44,31 @@ sys.path.remove(str(Path(__file__).resolve().parent))
 import nbtune as nt
 
 REPEATS = 5
-STEPS = {"xgboost": 300, "lightgbm": 300, "keras": 40, "lightning": 40}
+STEPS = {
+    "xgboost": 300,
+    "lightgbm": 300,
+    "catboost": 300,
+    "keras": 40,
+    "lightning": 40,
+    "transformers": 40,
+}
 HOOKS = {
     "xgboost": "after_iteration",
     "lightgbm": "__call__",
+    "catboost": "after_iteration",
     "keras": "on_epoch_end",
     "lightning": "on_train_epoch_end",
+    "transformers": "on_evaluate",
 }
 """The method of each callback that the library calls after every step."""
-STEP_NAME = {"xgboost": "round", "lightgbm": "round", "keras": "epoch", "lightning": "epoch"}
+STEP_NAME = {
+    "xgboost": "round",
+    "lightgbm": "round",
+    "catboost": "iteration",
+    "keras": "epoch",
+    "lightning": "epoch",
+    "transformers": "epoch",
+}
 
 
 def train(config):
@@ -70,10 +91,10 @@ def timed_callback(library: str, every: int | None, spent: list[float]) -> objec
     hook = HOOKS[library]
     untimed = getattr(callback_class, hook)
 
-    def timed(self, *args):
+    def timed(self, *args, **kwargs):
         started = time.perf_counter()
         try:
-            return untimed(self, *args)
+            return untimed(self, *args, **kwargs)
         finally:
             spent.append(time.perf_counter() - started)
 
@@ -106,6 +127,23 @@ def fit_lightgbm(features, labels, rounds, callbacks):
         valid_names=["train"],
         callbacks=callbacks,
     )
+
+
+def fit_catboost(features, labels, iterations, callbacks):
+    from catboost import CatBoostClassifier
+
+    from nbtune.integrations.catboost import resume_kwargs
+
+    with tempfile.TemporaryDirectory() as train_dir:
+        CatBoostClassifier(
+            iterations=iterations, depth=2, thread_count=1, verbose=False, train_dir=train_dir
+        ).fit(
+            features,
+            labels,
+            eval_set=(features, labels),
+            callbacks=callbacks or None,
+            **(resume_kwargs() if callbacks else {}),
+        )
 
 
 def fit_keras(features, labels, epochs, callbacks):
@@ -174,11 +212,49 @@ def fit_lightning(features, labels, epochs, callbacks):
     )
 
 
+def fit_transformers(features, labels, epochs, callbacks):
+    import torch
+    import transformers
+
+    from nbtune.integrations.transformers import resume_kwargs
+
+    transformers.set_seed(0)
+    model = transformers.BertForSequenceClassification(
+        transformers.BertConfig(
+            num_hidden_layers=1,
+            hidden_size=32,
+            num_attention_heads=2,
+            intermediate_size=37,
+            vocab_size=100,
+        )
+    )
+    ids = torch.randint(0, 100, (64, 8), generator=torch.Generator().manual_seed(0))
+    data = [{"input_ids": row, "labels": int(row[0] < 50)} for row in ids]
+    with tempfile.TemporaryDirectory() as output_dir:
+        args = transformers.TrainingArguments(
+            output_dir,
+            eval_strategy="epoch",
+            save_strategy="no",
+            logging_strategy="epoch",
+            num_train_epochs=epochs,
+            per_device_train_batch_size=16,
+            report_to="none",
+            disable_tqdm=True,
+            use_cpu=True,
+        )
+        trainer = transformers.Trainer(
+            model, args, train_dataset=data, eval_dataset=data, callbacks=callbacks
+        )
+        trainer.train(**(resume_kwargs(trainer) if callbacks else {}))
+
+
 FITS: dict[str, Callable] = {
     "xgboost": fit_xgboost,
     "lightgbm": fit_lightgbm,
+    "catboost": fit_catboost,
     "keras": fit_keras,
     "lightning": fit_lightning,
+    "transformers": fit_transformers,
 }
 
 
@@ -205,7 +281,11 @@ def seconds(
 
 def main() -> None:
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    installed = [name for name in FITS if importlib.util.find_spec(name)]
+    wanted = sys.argv[1:] or list(FITS)
+    unknown = sorted(set(wanted) - set(FITS))
+    if unknown:
+        raise SystemExit(f"no such library: {unknown[0]}; pick among {', '.join(FITS)}")
+    installed = [name for name in wanted if importlib.util.find_spec(name)]
     with tempfile.TemporaryDirectory() as storage:
         for library in installed:
             steps = STEPS[library]

@@ -6,6 +6,9 @@
     nbtune.integrations.tensorboard TensorBoardLogger                 (nbtune[tensorboard])
     nbtune.integrations.keras       ReportCallback, resume_kwargs     (nbtune[keras])
     nbtune.integrations.lightning   ReportCallback, resume_kwargs     (nbtune[lightning])
+    nbtune.integrations.catboost    ReportCallback, resume_kwargs     (nbtune[catboost])
+    nbtune.integrations.wandb       WandbLogger                       (nbtune[wandb])
+    nbtune.integrations.transformers ReportCallback, resume_kwargs    (nbtune[transformers])
 
 Each module imports its library, so this package imports none of them: `import nbtune` stays
 light, and a missing library is an error only where it is used.

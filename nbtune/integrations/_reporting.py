@@ -41,12 +41,13 @@ class Reporter:
         self._scratch = Path(tempfile.mkdtemp(prefix="nbtune-model-"))
         weakref.finalize(self, shutil.rmtree, self._scratch, True)
 
-    def report(self, results: Mapping[str, float], step: int, save: SaveModel) -> None:
+    def report(self, results: Mapping[str, float], step: int, save: SaveModel | None) -> None:
         """Report `results` of the library's `step` (counted from 1 over the whole training,
-        a resumed one included), with a checkpoint if one is due."""
+        a resumed one included), with a checkpoint if one is due; with `save` None, without
+        any (a pause then waits in the worker)."""
         metrics = self._pick(results)
-        checkpoint_on_pause(lambda: self._checkpoint(save))
-        due = self._every is not None and step % self._every == 0
+        checkpoint_on_pause(None if save is None else lambda: self._checkpoint(save))
+        due = save is not None and self._every is not None and step % self._every == 0
         report(metrics, checkpoint=self._checkpoint(save) if due else None)
 
     def _checkpoint(self, save: SaveModel) -> Checkpoint:
