@@ -50,6 +50,8 @@ class Admission:
         self.resources = resources
         self.max_concurrent = max_concurrent
         self.clocks = clocks
+        self.space_version = 0
+        """Which search space new trials come from (see `Trial.space_version`)."""
         self.too_late = False
         """The next trial would not finish before the run's deadline, so none starts."""
         self.searcher_waits = False
@@ -85,7 +87,12 @@ class Admission:
         A trial forked from `parent` starts from the parent's latest checkpoint, and waits
         ahead of fresh trials.
         """
-        trial = Trial(trial_id=len(self.book), config=dict(config), origin=origin)
+        trial = Trial(
+            trial_id=len(self.book),
+            config=dict(config),
+            origin=origin,
+            space_version=self.space_version,
+        )
         if parent is not None:
             trial = trial.evolve(
                 parent=parent.trial_id,

@@ -157,6 +157,13 @@ class RunControl:
         """
         self._admission.set_max_concurrent(max_concurrent)
 
+    def update_space(self, space: Any) -> None:
+        """Trials made from now on sample `space`; those made before keep their configs."""
+        self._admission.searcher.update_space(space)
+        self._ledger.space = space
+        self._ledger.space_version += 1
+        self._admission.space_version = self._ledger.space_version
+
     def set_time_budget(self, seconds: float) -> None:
         """The run ends `seconds` after it started (at once, if they have passed)."""
         self._clocks.set_time_budget(seconds)

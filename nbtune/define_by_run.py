@@ -23,7 +23,15 @@ import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nbtune.space import Choice, Domain, IntRange, LogUniform, Uniform, flatten_config
+from nbtune.space import (
+    Choice,
+    Domain,
+    IntRange,
+    LogUniform,
+    SearchSpace,
+    Uniform,
+    flatten_config,
+)
 
 SpaceFunction = Callable[[Any], Mapping[str, Any] | None]
 
@@ -140,3 +148,11 @@ class DefineByRunSpace:
 
 def _name(function: Callable) -> str:
     return getattr(function, "__qualname__", None) or repr(function)
+
+
+def search_space(space: Any) -> SearchSpace | DefineByRunSpace:
+    """The search space a user wrote: a dict of domains, or a define-by-run function of a
+    trial (or a space already made of one)."""
+    if isinstance(space, SearchSpace | DefineByRunSpace):
+        return space
+    return DefineByRunSpace(space) if callable(space) else SearchSpace(space)

@@ -74,6 +74,8 @@ class Ledger:
         self.scheduler = scheduler
         self.should_stop = should_stop
         self.space = space
+        self.space_version = 0
+        """How many times the search space changed (`Tuner.update_space`)."""
         self.metric = metric
         self.mode = mode
         self.retention = CheckpointRetention(
@@ -351,7 +353,12 @@ class Ledger:
 
     def saved_state(self) -> dict[str, Any]:
         """What `restore` needs beyond the trial journal: the searcher and the scheduler."""
-        return {"searcher": self.searcher, "scheduler": self.scheduler, "space": self.space}
+        return {
+            "searcher": self.searcher,
+            "scheduler": self.scheduler,
+            "space": self.space,
+            "space_version": self.space_version,
+        }
 
     def save_state(self, *, now_and_then: bool = False) -> None:
         """Save the searcher and scheduler: at once, or `now_and_then` (at most once a

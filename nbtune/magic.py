@@ -26,8 +26,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
 
 from nbtune import registry
+from nbtune import space as space_module
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
-from nbtune.space import SEPARATOR
+from nbtune.space import SEPARATOR, SearchSpace
 from nbtune.stopping import StopCriteria
 from nbtune.tuner import Tuner
 
@@ -106,6 +107,53 @@ def _assignment(word: str) -> tuple[tuple[str, ...], Any]:
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         value = text
     return path, value
+
+
+DOMAINS = (
+    "uniform",
+    "loguniform",
+    "quniform",
+    "qloguniform",
+    "randint",
+    "qrandint",
+    "lograndint",
+    "qlograndint",
+    "randn",
+    "qrandn",
+    "choice",
+    "grid",
+)
+"""The domains `%tune space` writes as calls: `lr=loguniform(1e-5,1e-2)`."""
+
+
+def _domain_assignment(word: str) -> tuple[str, Any]:
+    """`lr=loguniform(1e-5,1e-2)` -> ("lr", loguniform(1e-5, 1e-2)): a domain of nbtune's
+    with literal arguments, else a constant as `_assignment` reads it."""
+    path, value = _assignment(word)
+    text = word.partition("=")[2]
+    try:
+        call = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return SEPARATOR.join(path), value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+        return SEPARATOR.join(path), value
+    if call.func.id not in DOMAINS:
+        raise argparse.ArgumentTypeError(
+            f"{call.func.id!r} is not a domain; use one of {', '.join(DOMAINS)}"
+        )
+    try:
+        args = [ast.literal_eval(arg) for arg in call.args]
+        keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        return SEPARATOR.join(path), getattr(space_module, call.func.id)(*args, **keywords)
+    except (ValueError, TypeError, SyntaxError) as exc:
+        raise argparse.ArgumentTypeError(f"{word!r}: {exc}") from None
+
+
+def _space_changes(tuner: Tuner, changes: list[tuple[str, Any]]) -> SearchSpace:
+    """The run's space with `changes` made (a define-by-run space cannot be changed here)."""
+    if not isinstance(tuner.space, SearchSpace):
+        raise ValueError("%tune space changes a dict space; call tuner.update_space(fn) instead")
+    return tuner.space.with_changes(dict(changes))
 
 
 def _nested(assignments: Iterable[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
@@ -309,6 +357,13 @@ def _command_parsers() -> dict[str, tuple[_Parser, Action]]:
         "concurrency", "Run N trials at once from now on.", lambda t, a: t.set_max_concurrent(a.n)
     )
     concurrency("n", metavar="N", type=int)
+    space = command(
+        "space",
+        "Search these parameters anew from now on (the others as they are), e.g. "
+        "lr=loguniform(1e-5,1e-2) layers=choice([2,3]).",
+        lambda t, a: t.update_space(_space_changes(t, a.changes)),
+    )
+    space("changes", nargs="+", type=_domain_assignment, metavar="KEY=DOMAIN")
     extend = command("extend", "Sample N more configurations.", lambda t, a: t.extend(a.n))
     extend("n", metavar="N", type=int)
     command("status", "The run's state and its trials counted by status.", lambda t, a: t.status)

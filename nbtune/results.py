@@ -64,6 +64,7 @@ def trials_frame(
         row["stopped_by"] = trial.stopped_by
         row["parent"] = trial.parent
         row["attempts"] = trial.attempts
+        row["space_version"] = trial.space_version
         if checkpoint_mb is not None:
             row["checkpoint_mb"] = checkpoint_mb.get(trial.trial_id, 0.0)
         if on_gpus:
@@ -145,6 +146,7 @@ _TAIL_DTYPES = {
     "stopped_by": "string",
     "parent": "Int64",
     "attempts": "int64",
+    "space_version": "int64",
 }
 """The columns after a trial's config and metrics, in order, with their dtypes."""
 

@@ -95,6 +95,7 @@ class TrialRunner:
         space: SearchSpace,
         time_budget_s: float | None = None,
         finish_in_s: float | None = None,
+        space_version: int = 0,
         fail_fast: bool = False,
         max_failures: int = 0,
         trial_timeout_s: float | None = None,
@@ -140,6 +141,7 @@ class TrialRunner:
             clocks=self.clocks,
         )
         self.ending = RunEnd(ledger=self.ledger, flags=self.flags, admission=self.admission)
+        self.ledger.space_version = self.admission.space_version = space_version
         self.control = RunControl(
             ledger=self.ledger, admission=self.admission, ending=self.ending, flags=self.flags
         )

@@ -454,6 +454,19 @@ class SearchSpace:
         """The non-constant leaves, by "/"-joined name, for searchers that model the space."""
         return {name: leaf for name, leaf in self._leaves.items() if isinstance(leaf, Domain)}
 
+    def with_changes(self, changes: Mapping[str, Any]) -> SearchSpace:
+        """This space with some parameters set anew or added, by "/"-joined name: e.g.
+        `space.with_changes({"lr": loguniform(1e-5, 1e-2)})` for `Tuner.update_space`."""
+        leaves = {**self._leaves, **changes}
+        nested: dict[str, Any] = {}
+        for name, leaf in leaves.items():
+            *groups, key = name.split(SEPARATOR)
+            group = nested
+            for part in groups:
+                group = group.setdefault(part, {})
+            group[key] = leaf
+        return SearchSpace(nested)
+
     def config(self, index: int, seed: int) -> dict[str, Any]:
         """The `index`-th configuration of the experiment seeded with `seed`.
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
 from nbtune.control import RunControl
+from nbtune.define_by_run import DefineByRunSpace, search_space
 from nbtune.errors import RunEndedError
 from nbtune.executors._base import Executor
 from nbtune.run_state import RunState
@@ -141,6 +142,24 @@ class Steering:
         )
         self.max_concurrent = max_concurrent
 
+    def update_space(self, space: Mapping[str, Any] | Callable[[Any], Any]) -> None:
+        """Search `space` from now on: a dict of domains, or a define-by-run function, as
+        `Tuner(space=...)` takes. Trials suggested from now on sample it; running, paused and
+        finished trials keep their configs, and `dataframe()["space_version"]` says which
+        space each came from (0 for the first). `OptunaSearch` keeps learning from the earlier
+        trials; a change a searcher cannot take (a grid under random search, a parameter
+        changing kind under Optuna) is refused in one line, and nothing changes. The change
+        is journaled, and `Tuner.restore` carries the run on with the new space.
+        """
+        new = search_space(space)
+        if self._runner is None:
+            self.space = new
+            return
+        described = {name: repr(domain) for name, domain in _domains(new).items()}
+        command = lambda control: control.update_space(new)  # noqa: E731
+        self._command("update_space", command, space=described)
+        self.space = new
+
     def finish_by(self, deadline: float | datetime.datetime) -> None:
         """Finish the run by `deadline`: seconds from now, or a moment (a `datetime`; without
         a time zone, local time). No trial starts that would not finish by then, at the
@@ -235,3 +254,10 @@ def concurrency(value: Any) -> int:
             f"max_concurrent={value!r}: pass a whole number from 1 to {MAX_CONCURRENT}"
         )
     return whole_number("max_concurrent", value)
+
+
+def _domains(space: SearchSpace | DefineByRunSpace) -> dict[str, Any]:
+    """The space's domains by name, for the journal; a define-by-run space's function."""
+    if isinstance(space, DefineByRunSpace):
+        return {"define_by_run": getattr(space.function, "__name__", space.function)}
+    return space.domains()

@@ -100,6 +100,8 @@ class Trial:
         stopped_by: who ended a TERMINATED trial before its own end (see `STOPPED_BY`); None
             for one that ran to its end (a scheduler's stop at its budget's end, `max_t`,
             included), that failed, or that is not over.
+        space_version: which search space it came from: 0 for the run's first, one more for
+            each `Tuner.update_space` before it was made.
         returned: its trainable returned its score (as an Optuna objective does): that last
             result, not the best of the ones before it, is its `best_value` and ranks it.
     """
@@ -122,6 +124,7 @@ class Trial:
     gpus: str | None = None
     stopped_by: str | None = None
     returned: bool = False
+    space_version: int = 0
 
     def evolve(self, **changes: Any) -> Trial:
         """Return a copy with `changes` applied; a status change must be a legal transition.

@@ -21,7 +21,7 @@ from typing import Any
 from nbtune import objectives
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
-from nbtune.define_by_run import DefineByRunSpace
+from nbtune.define_by_run import DefineByRunSpace, search_space
 from nbtune.errors import TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
@@ -195,12 +195,13 @@ class Tuner(ResultsView, Steering):
             check_unlocked(self.path)
         self._previous = _previous_run(self.path) if resume else None
         saved = {} if self._previous is None else self._previous.state()
-        self.space = saved["space"] if space is None and "space" in saved else _search_space(space)
+        self.space = saved["space"] if space is None and "space" in saved else search_space(space)
         self.seed = secrets.randbits(31) if seed is None else whole_number("seed", seed, minimum=0)
         self.space.config(0, self.seed)
         self.points_to_evaluate = _checked_points(self.space, points_to_evaluate)
         self.warm_start = _earlier_trials(warm_start)
         self._early_trials: list[dict[str, Any]] = []
+        self._space_version = saved.get("space_version", 0)
         self.searcher = saved.get("searcher") or searcher or RandomSearch()
         self.scheduler = saved.get("scheduler") or scheduler or FIFOScheduler()
         if self._previous is None:
@@ -259,6 +260,7 @@ class Tuner(ResultsView, Steering):
             should_stop=self.should_stop,
             space=self.space,
             time_budget_s=self.time_budget_s,
+            space_version=self._space_version,
             finish_in_s=None
             if self._finish_by is None
             else seconds_until("finish_by", self._finish_by),
@@ -623,11 +625,6 @@ def _earlier_trials(warm_start: str | os.PathLike | ExperimentAnalysis | None) -
         return []
     analysis = warm_start if isinstance(warm_start, ExperimentAnalysis) else load(warm_start)
     return list(analysis.snapshot()[0])
-
-
-def _search_space(space: Any) -> SearchSpace | DefineByRunSpace:
-    """A dict of domains, or a define-by-run function of a trial."""
-    return DefineByRunSpace(space) if callable(space) else SearchSpace(space)
 
 
 def _previous_run(path: Path) -> ExperimentReader | None:

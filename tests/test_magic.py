@@ -299,6 +299,28 @@ def test_add_fork_concurrency_and_extend(kernel):
     assert kernel.check("print(t.searcher.planned_trials)") == "5\n", "2 grid points, then 3 more"
 
 
+def test_space_searches_the_parameters_it_names_anew(kernel):
+    kernel.check("""
+        ranged = {"lr": nt.uniform(0.1, 0.2), "model": {"layers": nt.choice([1, 2])}}
+        %tune train --space ranged --samples 50 --stop training_iteration=3 --executor thread \
+            --name respace --no-display --as t
+        wait_until(t, lambda: reported(t, 0))
+    """)
+    kernel.check("%tune space lr=loguniform(1e-3,1e-2) model/width=64")
+    assert kernel.check("print(t.space)") == (
+        "SearchSpace({'lr': loguniform(0.001, 0.01), 'model': {'layers': choice([1, 2]), "
+        "'width': 64}})\n"
+    )
+    assert (
+        kernel.check("""
+        wait_until(t, lambda: any(trial.space_version == 1 for trial in t.trials))
+        new = [trial.config for trial in t.trials if trial.space_version == 1]
+        print(all(0.001 <= c["lr"] < 0.01 and c["model"]["width"] == 64 for c in new))
+    """)
+        == "True\n"
+    )
+
+
 def test_commands_act_on_the_latest_run_or_the_one_named_by_run(kernel):
     kernel.check("""
         %tune train --space space --executor thread --name older --no-display --as older
@@ -366,7 +388,7 @@ def test_help_and_docstring_show_the_usage(kernel):
 # ----- mistakes: one line (and the usage when an argument is wrong), never a traceback --------
 
 USAGE = "usage: %tune TRAINABLE [--space NAME] [options]"
-COMMANDS = "pause, resume, stop, fork, add, concurrency, extend, status, df, best, wait"
+COMMANDS = "pause, resume, stop, fork, add, concurrency, space, extend, status, df, best, wait"
 
 MISTAKES = {
     "%tune": [f"%tune: name a trainable to launch, or a command: {COMMANDS}", USAGE],
@@ -377,9 +399,15 @@ MISTAKES = {
     ],
     "%tune --space space": ["%tune: the following arguments are required: TRAINABLE", USAGE],
     "%tune train --space nowhere": ["%tune: 'nowhere' is not defined in the notebook"],
-    "%tune space --space space": [
-        "%tune: trainable={'lr': grid([0.1, 0.2]), 'model': {'layers': choice([1, 2])}}: pass "
-        "a function train(config) or a subclass of nbtune.Trainable"
+    "%tune space lr=lottery(1)": [
+        "%tune space: argument KEY=DOMAIN: 'lottery' is not a domain; use one of uniform, "
+        "loguniform, quniform, qloguniform, randint, qrandint, lograndint, qlograndint, randn, "
+        "qrandn, choice, grid",
+        "usage: %tune space [-h] [--run NAME] KEY=DOMAIN [KEY=DOMAIN ...]",
+    ],
+    "%tune space lr=uniform(0.1,0.2)": [
+        "%tune space: RandomSearch walks a grid point by point over the run, so a space with a "
+        "grid cannot change mid-run; sample those values with choice(...), or start a new Tuner"
     ],
     "%tune train --scheduler lottery": [
         "%tune: unknown scheduler 'lottery'; use one of: fifo, asha, hyperband, median, pbt"

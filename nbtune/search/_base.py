@@ -78,6 +78,14 @@ class Searcher:
         an early one. Its `on_complete` follows at once (Optuna tells such a trial as PRUNED).
         """
 
+    def update_space(self, space: Any) -> None:
+        """Take a new search space mid-run (`Tuner.update_space`): trials suggested from now on
+        sample it. A searcher that cannot raises ValueError saying why, in one line."""
+        raise ValueError(
+            f"{type(self).__name__} cannot take a new search space mid-run; start a new Tuner "
+            "(warm_start=... learns from this run)"
+        )
+
     def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
         """Suggest these configurations before any other (`Tuner(points_to_evaluate=...)`); they
         count toward the budget, and a point that leaves parameters out gets them drawn."""
@@ -136,6 +144,10 @@ class WrappingSearcher(Searcher):
 
     def on_pruned(self, trial_id: int) -> None:
         self.searcher.on_pruned(trial_id)
+
+    def update_space(self, space: Any) -> None:
+        self.searcher.update_space(space)
+        self.space = space
 
     def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
         self.searcher.evaluate_first(points)

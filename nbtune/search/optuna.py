@@ -274,6 +274,31 @@ class OptunaSearch(Searcher):
             return
         self._running[trial_id] = admitted
 
+    def update_space(self, space: SearchSpace | DefineByRunSpace) -> None:
+        """Suggest from `space` from now on. The study keeps every earlier trial, and TPE
+        learns from those whose values the new space holds: a range may widen, narrow or move,
+        parameters may come and go. A parameter may not change its kind (a float range to a
+        choice, linear to log, other categories): Optuna models one kind per parameter in a
+        study."""
+        optuna = _import_optuna()
+        new = {} if isinstance(space, DefineByRunSpace) else distributions(space)
+        known = dict(self._distributions)
+        for frozen in self.study.get_trials(deepcopy=False):
+            known.update(frozen.distributions)
+        for name, distribution in new.items():
+            if name not in known:
+                continue
+            try:
+                optuna.distributions.check_distribution_compatibility(known[name], distribution)
+            except ValueError:
+                raise ValueError(
+                    f"OptunaSearch cannot change what kind of parameter {name!r} is "
+                    f"({known[name]!r} to {distribution!r}); keep its kind and change its "
+                    "range, or start a new Tuner"
+                ) from None
+        self.space = space
+        self._distributions = new
+
     def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
         """Give these points first, with their missing parameters sampled; TPE learns from
         them as its own. Each goes to the study (`enqueue_trial`) only as it is asked for, so

@@ -67,6 +67,17 @@ class RandomSearch(Searcher):
         drawn = self.space.flatten(self.space.config(self._next_index, self._seed))
         return self.space.complete({**drawn, **self.space.flatten(point)})
 
+    def update_space(self, space: SearchSpace | DefineByRunSpace) -> None:
+        """Draw the configurations to come from `space` (at the same places of the seed's
+        sequence). A grid cannot change mid-run: its points are counted out over the run."""
+        if self.space.grid_size > 1 or space.grid_size > 1:
+            raise ValueError(
+                "RandomSearch walks a grid point by point over the run, so a space with a grid "
+                "cannot change mid-run; sample those values with choice(...), or start a new "
+                "Tuner"
+            )
+        self.space = space
+
     def evaluate_first(self, points: Sequence[Mapping[str, Any]]) -> None:
         self._points.extend(dict(point) for point in points)
 
