@@ -19,7 +19,9 @@ stops a candidate at, its last result is all that `cv_results_` needs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 import time
 import traceback
 import warnings
@@ -181,6 +183,7 @@ class CrossValidation:
         """Re-raise the exception being handled if error_score="raise", else warn with its
         traceback (it lands in the trial's output.log)."""
         if isinstance(self.error_score, str) and self.error_score == "raise":
+            _report_exception(self.metric)
             raise
         message = f"{what}; it scores error_score={self.error_score!r}:\n{traceback.format_exc()}"
         warnings.warn(message, category, stacklevel=3)
@@ -222,6 +225,22 @@ class _Growing:
         if self.growth != "partial_fit":
             self.final = self.estimator.get_params()[self.growth]
             self.estimator.set_params(warm_start=True)
+
+
+RAISED = "fit_exception"
+"""The key of the result that carries, pickled, what a fit raised under error_score="raise"."""
+RAISED_TRACEBACK = "fit_traceback"
+"""The key of the result that carries that exception's traceback in the worker, as text."""
+
+
+def _report_exception(metric: str) -> None:
+    """Report the exception being handled (with a NaN score, as every result has the tuned
+    metric), so that the search raises that very exception in the kernel, as scikit-learn
+    raises one from a joblib worker. One that cannot be pickled is not reported (the search
+    then raises a ValueError that quotes it)."""
+    raised = {RAISED: sys.exc_info()[1], RAISED_TRACEBACK: traceback.format_exc()}
+    with contextlib.suppress(TypeError, ValueError):
+        report({f"mean_test_{metric}": float("nan"), **raised})
 
 
 def fold_result(folds: Sequence[FoldScores], metric: str) -> dict[str, Any]:
