@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 import warnings
 from pathlib import Path
 
@@ -263,6 +264,39 @@ def test_n_jobs_sets_how_many_candidates_run_at_once(n_jobs, max_concurrent, exp
 def test_an_empty_range_fails_in_one_line(search):
     with pytest.raises(TypeError, match=r"param_distributions\['C'\]=range\(0, 0\)"):
         search(SVC(), {"C": range(0)}).fit_async(X, Y)
+
+
+class NotesThread(SlowClassifier):
+    """Notes, in a file of its own under `log`, which thread fitted which `c`."""
+
+    def __init__(self, delay=0.0, c=1.0, log=""):
+        super().__init__(delay, c)
+        self.log = log
+
+    def fit(self, X, y):
+        name = threading.current_thread().name
+        (Path(self.log) / uuid.uuid4().hex).write_text(f"{self.c}|{name}")
+        return super().fit(X, y)
+
+
+def test_the_last_candidates_share_out_their_folds_so_no_worker_idles(search, tmp_path):
+    """As joblib shares out folds: once no candidate is left to start, the last ones fit
+    their folds on threads (reports still in order), unless a scheduler may cut them."""
+    space = {"c": [0.0, 1.0, 2.0, 3.0, 4.0], "log": [str(tmp_path)]}
+    tuned = search(NotesThread(), space, n_trials=5).fit(X, Y)
+    threads = {}
+    for note in tmp_path.glob("[0-9a-f]" * 32):
+        c, name = note.read_text().split("|")
+        threads.setdefault(float(c), set()).add(name.startswith("nbtune-fold"))
+    by_trial = {t.trial_id: threads[t.config["c"]] for t in tuned.tuner.trials}
+    assert by_trial == {0: {False}, 1: {False}, 2: {False}, 3: {True}, 4: {True}}
+    assert (tuned.tuner.history().groupby("trial_id")["training_iteration"].max() == 5).all()
+
+    for note in tmp_path.glob("[0-9a-f]" * 32):
+        note.unlink()
+    search(NotesThread(), space, n_trials=5, scheduler=nt.FIFOScheduler()).fit(X, Y)
+    names = {note.read_text().split("|")[1] for note in tmp_path.glob("[0-9a-f]" * 32)}
+    assert not any(name.startswith("nbtune-fold") for name in names), "a scheduler: in order"
 
 
 # ----- early stopping ---------------------------------------------------------------------------

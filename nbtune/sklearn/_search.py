@@ -16,6 +16,7 @@ which would run the candidates with joblib.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import secrets
 import time
@@ -302,6 +303,10 @@ class TuneSearchCV(BaseSearchCV):
         scheduler = copy.deepcopy(self.scheduler)
         if scheduler is None and self.early_stopping:
             scheduler = ASHA(max_t=reports)
+        if self.searcher is None and scheduler is None and trainable.epochs is None:
+            # candidates start in order and run all their folds: the last ones share them out
+            tail = max(0, num_samples - at_once)
+            trainable = dataclasses.replace(trainable, tail=tail, tail_folds=at_once)
         options = {} if self.storage_path is None else {"storage_path": self.storage_path}
         return Tuner(
             trainable,
