@@ -2,7 +2,8 @@
 
 Subscribers run on the runner thread, in the order they subscribed. They must be quick: a
 dashboard, for instance, only buffers what it receives and draws it later on its own timer.
-A subscriber that raises is dropped (and logged) so that it cannot stop the experiment.
+A subscriber that raises (anything but `KeyboardInterrupt`: a `sys.exit()` in a callback
+included) is dropped, with one warning that names it, so that it cannot stop the experiment.
 """
 
 from __future__ import annotations
@@ -128,9 +129,25 @@ class EventBus:
             self._subscribers = tuple(s for s in self._subscribers if s is not subscriber)
 
     def publish(self, event: Event) -> None:
+        """Hand `event` to every subscriber, in order. One that raises is dropped and named in
+        a warning (with its traceback), and the others still get the event; a
+        `KeyboardInterrupt` is the user's, so it goes through."""
         for subscriber in self._subscribers:
             try:
                 subscriber(event)
-            except Exception:
-                logger.exception("nbtune: dropping subscriber %r, which raised", subscriber)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self.unsubscribe(subscriber)
+                logger.warning(
+                    "nbtune: dropping subscriber %s, which raised %s; the run goes on without it",
+                    _name(subscriber),
+                    f"{type(exc).__name__}: {exc}".splitlines()[0],
+                    exc_info=True,
+                )
+
+
+def _name(subscriber: Subscriber) -> str:
+    """What a subscriber is called: a function's qualified name, or a callable's class."""
+    named = subscriber if hasattr(subscriber, "__qualname__") else type(subscriber)
+    return f"{getattr(named, '__module__', '?')}.{named.__qualname__}"

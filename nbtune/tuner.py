@@ -288,11 +288,23 @@ class Tuner(ResultsView, Steering):
 
     def _set_up_callbacks(self) -> None:
         """Call `setup(self)` on each callback that has one, once the run's trials (those
-        it carries on) are known and before any event."""
-        for callback in self.callbacks:
-            setup = getattr(callback, "setup", None)
-            if callable(setup):
-                setup(self)
+        it carries on) are known and before any event.
+
+        A setup that raises stops the start: the directory is released (and, for a new run,
+        which has recorded nothing, removed) and the error goes to the caller, so that running
+        the cell again works."""
+        try:
+            for callback in self.callbacks:
+                setup = getattr(callback, "setup", None)
+                if callable(setup):
+                    setup(self)
+        except BaseException:
+            runner, self._runner = self._runner, None
+            if runner is not None:
+                runner.storage.close()
+            if self._previous is None:
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run ends (or `timeout` seconds pass); return whether it ended.

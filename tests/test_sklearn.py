@@ -3,6 +3,7 @@ stopping by fold and by epoch, and the dashboard in a real kernel."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 import warnings
 from pathlib import Path
 
@@ -26,11 +28,13 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.model_selection import RandomizedSearchCV
 from sklearn.svm import SVC
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import nbtune as nt
 from nbtune.sklearn import TuneSearchCV
 from nbtune.sklearn._results import rank
+from nbtune.sklearn._search import candidates_at_once
 
 X, Y = load_iris(return_X_y=True)
 SVC_SPACE = {"C": st.loguniform(1e-2, 1e2), "kernel": ["rbf", "linear"]}
@@ -180,8 +184,30 @@ def test_a_failing_fit_scores_error_score_with_a_warning(search):
 def test_every_fit_failing_or_error_score_raise_is_an_error(search):
     with pytest.raises(ValueError, match="(?s)All the 5 fits failed.*InvalidParameterError"):
         search(SVC(), {"C": [-1.0]}, n_trials=1).fit(X, Y)
-    with pytest.raises(ValueError, match="failed \\(error_score='raise'\\).*'C' parameter"):
+    with pytest.raises(InvalidParameterError, match="'C' parameter of SVC"):
         search(SVC(), {"C": [-1.0]}, n_trials=1, error_score="raise").fit(X, Y)
+
+
+class FitBoom(Exception):
+    """What `Explodes.fit` raises: an exception of the estimator's own."""
+
+
+class Explodes(SlowClassifier):
+    """Fails to fit when `c` is negative, with its own exception."""
+
+    def fit(self, X, y):
+        if self.c < 0:
+            raise FitBoom(f"c={self.c} cannot be fitted")
+        return super().fit(X, y)
+
+
+def test_error_score_raise_raises_the_estimators_own_exception_with_the_workers_traceback(
+    search,
+):
+    with pytest.raises(FitBoom, match="c=-1.0 cannot be fitted") as raised:
+        search(Explodes(), {"c": [-1.0, 1.0]}, n_trials=2, error_score="raise").fit(X, Y)
+    assert type(raised.value) is FitBoom, "not a wrapper"
+    assert "in fit" in str(raised.value.__cause__), "the traceback in the worker, as a cause"
 
 
 @pytest.mark.parametrize(
@@ -190,11 +216,87 @@ def test_every_fit_failing_or_error_score_raise_is_an_error(search):
         ({"early_stopping": True}, "early_stopping=True needs an estimator with partial_fit"),
         ({"max_iters": 3}, "max_iters=3 needs early_stopping=True"),
         ({"scoring": ["accuracy", "f1_macro"]}, "refit must be set to a scorer key"),
+        ({"n_jobs": 3}, "n_jobs=3 and max_concurrent=2 disagree"),
+        ({"n_jobs": 0}, "n_jobs=0"),
+        ({"n_jobs": 1.5}, "n_jobs=1.5"),
     ],
 )
 def test_arguments_that_cannot_work_fail_before_any_worker_starts(search, options, message):
     with pytest.raises(ValueError, match=message):
         search(SVC(), {"C": [1.0]}, **options).fit_async(X, Y)
+
+
+def test_scikit_learns_n_jobs_verbose_pre_dispatch_and_ranges_are_accepted(search):
+    tuned = search(
+        SVC(),
+        {"C": range(1, 4), "kernel": ["linear"]},
+        n_trials=3,
+        max_concurrent=None,
+        n_jobs=-1,
+        verbose=1,
+        pre_dispatch="2*n_jobs",
+    ).fit(X, Y)
+    expected = RandomizedSearchCV(
+        SVC(), {"C": range(1, 4), "kernel": ["linear"]}, n_iter=3, random_state=0
+    ).fit(X, Y)
+    assert tuned.cv_results_["params"] == expected.cv_results_["params"]
+    assert tuned.best_params_ == expected.best_params_
+    assert tuned.tuner.max_concurrent == os.cpu_count(), "n_jobs=-1: every CPU"
+    assert tuned.tuner.progress is True, "verbose=1 prints the progress line"
+    assert clone(tuned).get_params()["pre_dispatch"] == "2*n_jobs"
+
+
+@pytest.mark.parametrize(
+    ("n_jobs", "max_concurrent", "expected"),
+    [
+        (None, None, os.cpu_count()),
+        (1, None, 1),
+        (-1, None, os.cpu_count()),
+        (-2, None, max(1, os.cpu_count() - 1)),
+        (None, 3, 3),
+        (2, 2, 2),
+    ],
+)
+def test_n_jobs_sets_how_many_candidates_run_at_once(n_jobs, max_concurrent, expected):
+    assert candidates_at_once(n_jobs, max_concurrent) == expected
+
+
+def test_an_empty_range_fails_in_one_line(search):
+    with pytest.raises(TypeError, match=r"param_distributions\['C'\]=range\(0, 0\)"):
+        search(SVC(), {"C": range(0)}).fit_async(X, Y)
+
+
+class NotesThread(SlowClassifier):
+    """Notes, in a file of its own under `log`, which thread fitted which `c`."""
+
+    def __init__(self, delay=0.0, c=1.0, log=""):
+        super().__init__(delay, c)
+        self.log = log
+
+    def fit(self, X, y):
+        name = threading.current_thread().name
+        (Path(self.log) / uuid.uuid4().hex).write_text(f"{self.c}|{name}")
+        return super().fit(X, y)
+
+
+def test_the_last_candidates_share_out_their_folds_so_no_worker_idles(search, tmp_path):
+    """As joblib shares out folds: once no candidate is left to start, the last ones fit
+    their folds on threads (reports still in order), unless a scheduler may cut them."""
+    space = {"c": [0.0, 1.0, 2.0, 3.0, 4.0], "log": [str(tmp_path)]}
+    tuned = search(NotesThread(), space, n_trials=5).fit(X, Y)
+    threads = {}
+    for note in tmp_path.glob("[0-9a-f]" * 32):
+        c, name = note.read_text().split("|")
+        threads.setdefault(float(c), set()).add(name.startswith("nbtune-fold"))
+    by_trial = {t.trial_id: threads[t.config["c"]] for t in tuned.tuner.trials}
+    assert by_trial == {0: {False}, 1: {False}, 2: {False}, 3: {True}, 4: {True}}
+    assert (tuned.tuner.history().groupby("trial_id")["training_iteration"].max() == 5).all()
+
+    for note in tmp_path.glob("[0-9a-f]" * 32):
+        note.unlink()
+    search(NotesThread(), space, n_trials=5, scheduler=nt.FIFOScheduler()).fit(X, Y)
+    names = {note.read_text().split("|")[1] for note in tmp_path.glob("[0-9a-f]" * 32)}
+    assert not any(name.startswith("nbtune-fold") for name in names), "a scheduler: in order"
 
 
 # ----- early stopping ---------------------------------------------------------------------------

@@ -7,6 +7,10 @@
                                        write them as a batch (MLflow, TensorBoard files)
     ExperimentDone     --> waits until the thread has written everything (flush_timeout_s)
 
+Each run gets a thread, a queue and a writer of its own (`LogWriter`, made by the logger's
+`_open`): a logger passed to the next Tuner while its earlier run is still being written (its
+store hangs) starts the new run at once, and the two never share state.
+
 The runner pays one `put` per event; the logger's own store (a database, a server, a disk)
 never slows a trial. A logger whose store fails says so once, in a warning on the "nbtune"
 logger, and logs nothing more of that run; the run goes on and loses nothing of its own.
@@ -112,12 +116,26 @@ class _Flush:
         self.written = threading.Event()
 
 
+class LogWriter:
+    """What a logger writes of one run: made by the logger's `_open` on that run's logging
+    thread, and used there only, so it needs no lock. Each run has its own, so a run whose
+    store hangs keeps its writer to itself and never touches the next run's."""
+
+    def write(self, events: list[Event]) -> None:
+        """Write `events`, in order."""
+        raise NotImplementedError
+
+    def close(self, done: ExperimentDone | None) -> None:
+        """Close what was opened; `done` is the run's end, or None for `close()`."""
+        raise NotImplementedError
+
+
 class QueuedLogger:
     """Base of the callbacks that log a run elsewhere; subclasses write on the logging thread.
 
     Pass an instance to `Tuner(..., callbacks=[...])`: the Tuner calls `setup`, then the
-    logger for every event. Subclasses implement `_open`, `_write` and `_close`, which run on
-    the logging thread only, so they need no lock.
+    logger for every event. Subclasses implement `_open`, which runs on the logging thread
+    and returns the run's `LogWriter`.
 
     Args:
         flush_timeout_s: how long the end of the run waits for the logger to catch up, so
@@ -126,40 +144,48 @@ class QueuedLogger:
 
     def __init__(self, *, flush_timeout_s: float = 60.0) -> None:
         self.flush_timeout_s = flush_timeout_s
-        self.failure: BaseException | None = None
-        """The error that stopped this logger, if one did."""
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._ending = threading.Lock()
-        self._ended = False
+        self._run: _RunLog | None = None
         self._warned_unset = False
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that stopped this logger in its latest run, if one did."""
+        return None if self._run is None else self._run.failure
+
+    @property
+    def _writer(self) -> LogWriter | None:
+        """The latest run's writer, once its logging thread has opened it."""
+        return None if self._run is None else self._run.writer
 
     # ----- on the runner thread -----------------------------------------------------------------
 
     def setup(self, tuner: Tuner) -> None:
-        """Learn the experiment and start the logging thread (the Tuner calls this). A logger
-        serves runs one after another: if it is still writing an earlier one, this waits."""
-        self.close()
-        self.failure = None
-        self._queue = queue.SimpleQueue()
-        self._ended = False
-        self._thread = threading.Thread(
-            target=self._work,
-            args=(self._queue, ExperimentFacts.of(tuner)),
-            name=f"nbtune-{type(self).__name__}",
-            daemon=True,
-        )
-        self._thread.start()
+        """Learn the experiment and start its logging thread (the Tuner calls this).
+
+        A logger serves runs one after another. If it is still writing an earlier run, this
+        waits for it for at most `HANDOVER_S` seconds; then that run goes on being written
+        in the background, on its own thread and with its own writer (a store that hangs
+        holds it, not the new run), and a warning says so.
+        """
+        earlier = self._run
+        if earlier is not None and not earlier.close(HANDOVER_S):
+            logger.warning(
+                "nbtune: %s is still writing run %r after %g s (does its store answer?); "
+                "the new run logs on a thread of its own, and that one is left to finish in "
+                "the background (abandoned if it never does)",
+                type(self).__name__,
+                earlier.name,
+                HANDOVER_S,
+            )
+        self._run = _RunLog(type(self).__name__, self._open, ExperimentFacts.of(tuner))
 
     def __call__(self, event: Event) -> None:
-        if self._thread is None:
+        run = self._run
+        if run is None:
             self._warn_unset()
             return
-        if self._ended:
-            return
-        if self.failure is None or isinstance(event, ExperimentDone):
-            self._queue.put(event)
-        if isinstance(event, ExperimentDone) and not self.flush(self.flush_timeout_s):
+        run.put(event)
+        if isinstance(event, ExperimentDone) and not run.flush(self.flush_timeout_s):
             logger.warning(
                 "nbtune: %s is still writing after %g s; call its flush() to wait for it",
                 type(self).__name__,
@@ -168,23 +194,12 @@ class QueuedLogger:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything received so far is written; return False on a timeout."""
-        marker = _Flush()
-        with self._ending:
-            if self._thread is None or self._ended:
-                return True
-            self._queue.put(marker)
-        return marker.written.wait(timeout)
+        return True if self._run is None else self._run.flush(timeout)
 
     def close(self, timeout: float | None = None) -> bool:
         """Write what is queued, close the logger's files or runs, and end its thread; return
         False if it has not ended within `timeout`. The end of a run does this already."""
-        thread = self._thread
-        with self._ending:
-            if thread is None or self._ended:
-                return True
-            self._queue.put(None)
-        thread.join(timeout)
-        return not thread.is_alive()
+        return True if self._run is None else self._run.close(timeout)
 
     def _warn_unset(self) -> None:
         if not self._warned_unset:
@@ -195,12 +210,65 @@ class QueuedLogger:
                 type(self).__name__,
             )
 
+    def _open(self, experiment: ExperimentFacts) -> LogWriter:
+        """Get ready to log `experiment` (find or make its records); on the logging thread."""
+        raise NotImplementedError
+
+
+HANDOVER_S = 1.0
+"""How long `setup` waits for a logger to finish writing its earlier run."""
+
+
+class _RunLog:
+    """One run's logging: its queue, its thread, its writer and what stopped it."""
+
+    def __init__(
+        self, owner: str, open_: Callable[[ExperimentFacts], LogWriter], experiment: ExperimentFacts
+    ) -> None:
+        self.owner = owner
+        self.name = experiment.name
+        self.failure: BaseException | None = None
+        self.writer: LogWriter | None = None
+        self._open = open_
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._ending = threading.Lock()
+        self._ended = False
+        self._thread = threading.Thread(
+            target=self._work, args=(experiment,), name=f"nbtune-{owner}", daemon=True
+        )
+        self._thread.start()
+
+    # ----- on the runner thread, or any other -----------------------------------------------------
+
+    def put(self, event: Event) -> None:
+        if self._ended:
+            return
+        if self.failure is None or isinstance(event, ExperimentDone):
+            self._queue.put(event)
+
+    def flush(self, timeout: float | None) -> bool:
+        marker = _Flush()
+        with self._ending:
+            if self._ended:
+                return True
+            self._queue.put(marker)
+        return marker.written.wait(timeout)
+
+    def close(self, timeout: float | None) -> bool:
+        with self._ending:
+            if self._ended:
+                return True
+            self._queue.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
     # ----- on the logging thread ---------------------------------------------------------------
 
-    def _work(self, events: queue.SimpleQueue, experiment: ExperimentFacts) -> None:
-        self._guarded(self._open, experiment)
+    def _work(self, experiment: ExperimentFacts) -> None:
+        self._guarded(self._open_writer, experiment)
+        events = self._queue
         if self.failure is not None:
-            self._wind_up(events, _waiting(events))
+            self._wind_up(_waiting(events))
             return
         while True:
             items = [events.get()]
@@ -219,19 +287,30 @@ class QueuedLogger:
                     item.written.set()
                     continue
                 self._guarded(self._close, item)
-                self._wind_up(events, items[position + 1 :])
+                self._wind_up(items[position + 1 :])
                 return
             if batch and self.failure is None:
                 self._guarded(self._write, batch)
 
-    def _wind_up(self, events: queue.SimpleQueue, items: Iterable[Any]) -> None:
-        """The thread ends: answer every flush among `items` and still in `events`, and take
-        no more (a flush from now on returns at once)."""
+    def _open_writer(self, experiment: ExperimentFacts) -> None:
+        self.writer = self._open(experiment)
+
+    def _write(self, events: list[Event]) -> None:
+        assert self.writer is not None
+        self.writer.write(events)
+
+    def _close(self, done: ExperimentDone | None) -> None:
+        if self.writer is not None:
+            self.writer.close(done)
+
+    def _wind_up(self, items: Iterable[Any]) -> None:
+        """The thread ends: answer every flush among `items` and still queued, and take no
+        more (a flush from now on returns at once)."""
         _release(items)
         with self._ending:
             self._ended = True
-        while not events.empty():
-            _release([events.get_nowait()])
+        while not self._queue.empty():
+            _release([self._queue.get_nowait()])
 
     def _guarded(self, step: Callable[[Any], None], argument: Any) -> None:
         """Run one step of the logger's work; the first error is reported, and any after it
@@ -245,22 +324,10 @@ class QueuedLogger:
             first_line = (str(exc).strip().splitlines() or [""])[0]
             logger.warning(
                 "nbtune: %s failed (%s: %s); it logs nothing more of this run, which goes on",
-                type(self).__name__,
+                self.owner,
                 type(exc).__name__,
                 first_line,
             )
-
-    def _open(self, experiment: ExperimentFacts) -> None:
-        """Get ready to log `experiment` (find or make its records)."""
-        raise NotImplementedError
-
-    def _write(self, events: list[Event]) -> None:
-        """Write `events`, in order."""
-        raise NotImplementedError
-
-    def _close(self, done: ExperimentDone | None) -> None:
-        """Close what `_open` opened; `done` is the run's end, or None for `close()`."""
-        raise NotImplementedError
 
 
 def _release(items: Iterable[Any]) -> None:

@@ -17,11 +17,16 @@ the logger's own thread (see `nbtune.integrations._logging_thread`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
+import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
@@ -35,7 +40,12 @@ from nbtune.events import (
     TrialRetried,
     TrialStarted,
 )
-from nbtune.integrations._logging_thread import ExperimentFacts, QueuedLogger, metrics_of
+from nbtune.integrations._logging_thread import (
+    ExperimentFacts,
+    LogWriter,
+    QueuedLogger,
+    metrics_of,
+)
 from nbtune.space import flatten_config
 
 KEY_TAG = "nbtune.experiment_key"
@@ -50,6 +60,8 @@ _MAX_PARAM = 6000
 _MAX_TAG = 5000
 _PARAMS_PER_BATCH = 100
 _METRICS_PER_BATCH = 1000
+_MAX_KEY = 250
+"""MLflow's longest metric or param name."""
 _UNSAFE = re.compile(r"[^\w./\- :]")
 """What MLflow refuses in a metric or param name (replaced by "_")."""
 
@@ -64,6 +76,10 @@ class MLflowLogger(QueuedLogger):
         tags: tags for every run, the experiment's and the trials'.
         log_checkpoint: log each finished trial's best checkpoint as artifacts.
         flush_timeout_s: how long the end of the run waits for the logger to catch up.
+        timeout_s: how long a tracking server (an http or https `tracking_uri`) may take to
+            answer the logger's first request before the logger gives up on the run: one that
+            refuses connections fails it at once, instead of after MLflow's own retries
+            (minutes), which the end of the run would wait for.
     """
 
     def __init__(
@@ -74,23 +90,41 @@ class MLflowLogger(QueuedLogger):
         tags: Mapping[str, Any] | None = None,
         log_checkpoint: bool = True,
         flush_timeout_s: float = 60.0,
+        timeout_s: float = 10.0,
     ) -> None:
         super().__init__(flush_timeout_s=flush_timeout_s)
         self.tracking_uri = tracking_uri
         self.experiment_name = experiment_name
         self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
         self.log_checkpoint = log_checkpoint
-        self.parent_run_id: str | None = None
-        """The experiment's run, once the logger has found or made it."""
-        self.run_ids: dict[int, str] = {}
-        """Each trial's run, by trial id."""
+        self.timeout_s = timeout_s
 
-    # ----- on the logging thread ---------------------------------------------------------------
+    @property
+    def parent_run_id(self) -> str | None:
+        """The latest run's MLflow run, once the logger has found or made it."""
+        writer = self._writer
+        return writer.parent_run_id if isinstance(writer, _MLflowRun) else None
 
-    def _open(self, experiment: ExperimentFacts) -> None:
+    @property
+    def run_ids(self) -> dict[int, str]:
+        """The latest run's trials' MLflow runs, by trial id."""
+        writer = self._writer
+        return writer.run_ids if isinstance(writer, _MLflowRun) else {}
+
+    def _open(self, experiment: ExperimentFacts) -> _MLflowRun:
+        return _MLflowRun(self, experiment)
+
+
+class _MLflowRun(LogWriter):
+    """One run's MLflow records, written on its logging thread."""
+
+    def __init__(self, logger: MLflowLogger, experiment: ExperimentFacts) -> None:
+        self.tags = logger.tags
+        self.log_checkpoint = logger.log_checkpoint
         self._experiment = experiment
-        self._client = MlflowClient(self.tracking_uri)
-        name = self.experiment_name or experiment.name
+        _check_answers(logger.tracking_uri or mlflow.get_tracking_uri(), logger.timeout_s)
+        self._client = MlflowClient(logger.tracking_uri)
+        name = logger.experiment_name or experiment.name
         found = self._client.get_experiment_by_name(name)
         self._experiment_id = found.experiment_id if found else self._client.create_experiment(name)
         self._configs = {i: trial.config for i, trial in experiment.trials.items()}
@@ -137,7 +171,7 @@ class MLflowLogger(QueuedLogger):
             "nbtune.mode": str(experiment.mode),
         }
 
-    def _write(self, events: list[Event]) -> None:
+    def write(self, events: list[Event]) -> None:
         pending: dict[int, list[Metric]] = {}
         for event in events:
             if isinstance(event, TrialResult):
@@ -215,7 +249,7 @@ class MLflowLogger(QueuedLogger):
             self._client.log_artifact(run_id, str(path), CHECKPOINT_PATH)
         self._client.set_tag(run_id, "nbtune.best_checkpoint", path.name)
 
-    def _close(self, done: ExperimentDone | None) -> None:
+    def close(self, done: ExperimentDone | None) -> None:
         """Runs still open when the run ends were cut short (a restore carries them on)."""
         for trial_id in sorted(self._open_runs):
             self._client.set_terminated(self.run_ids[trial_id], "KILLED")
@@ -241,4 +275,29 @@ def _params(config: Mapping[str, Any]) -> list[Param]:
 
 
 def _safe(name: str) -> str:
-    return _UNSAFE.sub("_", name)
+    """`name` as MLflow takes a metric or param name: its refused characters and the path
+    parts it refuses ("", ".", "..") as "_", and a name over 250 characters cut, with a hash
+    of the whole name after it, so that two long names stay apart."""
+    parts = _UNSAFE.sub("_", name).split("/")
+    safe = "/".join("_" if part in ("", ".", "..") else part for part in parts)
+    if len(safe) <= _MAX_KEY:
+        return safe
+    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+    return f"{safe[: _MAX_KEY - len(digest) - 1]}-{digest}"
+
+
+def _check_answers(uri: str, timeout: float) -> None:
+    """Raise a one-line ConnectionError if the tracking server at `uri` (http or https) does
+    not answer within `timeout` seconds; any HTTP answer will do."""
+    if urlsplit(uri).scheme not in ("http", "https"):
+        return
+    try:
+        urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConnectionError(
+            f"the MLflow tracking server at {uri} does not answer ({reason}); start it, or "
+            "pass MLflowLogger the tracking_uri of one that runs"
+        ) from None

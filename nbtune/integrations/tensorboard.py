@@ -38,7 +38,12 @@ from nbtune.events import (
     TrialResult,
     TrialStarted,
 )
-from nbtune.integrations._logging_thread import ExperimentFacts, QueuedLogger, metrics_of
+from nbtune.integrations._logging_thread import (
+    ExperimentFacts,
+    LogWriter,
+    QueuedLogger,
+    metrics_of,
+)
 from nbtune.metrics import number
 from nbtune.space import flatten_config
 
@@ -59,14 +64,23 @@ class TensorBoardLogger(QueuedLogger):
     ) -> None:
         super().__init__(flush_timeout_s=flush_timeout_s)
         self.logdir = None if logdir is None else Path(logdir)
-        self.folder: Path | None = None
-        """The experiment's folder of event files, once the run has started."""
 
-    # ----- on the logging thread ---------------------------------------------------------------
+    @property
+    def folder(self) -> Path | None:
+        """The latest run's folder of event files, once its logging has started."""
+        writer = self._writer
+        return writer.folder if isinstance(writer, _TensorBoardRun) else None
 
-    def _open(self, experiment: ExperimentFacts) -> None:
+    def _open(self, experiment: ExperimentFacts) -> _TensorBoardRun:
+        return _TensorBoardRun(self.logdir, experiment)
+
+
+class _TensorBoardRun(LogWriter):
+    """One run's event files, written on its logging thread."""
+
+    def __init__(self, logdir: Path | None, experiment: ExperimentFacts) -> None:
         self._experiment = experiment
-        self.folder = (self.logdir or experiment.path.parent) / experiment.name
+        self.folder = (logdir or experiment.path.parent) / experiment.name
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._writers: dict[int, EventFileWriter] = {}
         self._configs = {i: trial.config for i, trial in experiment.trials.items()}
@@ -94,7 +108,7 @@ class TensorBoardLogger(QueuedLogger):
             writer = self._writers[trial_id] = EventFileWriter(str(folder))
         return writer
 
-    def _write(self, events: list[Event]) -> None:
+    def write(self, events: list[Event]) -> None:
         touched = set()
         for event in events:
             trial_id = getattr(event, "trial_id", None)
@@ -149,7 +163,7 @@ class TensorBoardLogger(QueuedLogger):
         if writer is not None:
             writer.close()
 
-    def _close(self, done: ExperimentDone | None) -> None:
+    def close(self, done: ExperimentDone | None) -> None:
         for trial_id in list(self._writers):
             self._release(trial_id)
         writer = EventFileWriter(str(self.folder))

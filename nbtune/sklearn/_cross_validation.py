@@ -19,11 +19,14 @@ stops a candidate at, its last result is all that `cv_results_` needs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 import time
 import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +38,7 @@ from sklearn.utils.metaestimators import _safe_split
 from sklearn.utils.validation import _num_samples
 from threadpoolctl import threadpool_limits
 
-from nbtune.session import report
+from nbtune.session import get_trial_id, report
 
 GROWING_PARAMS = ("n_estimators", "max_iter")
 """What grows, epoch by epoch, in a warm-started estimator without `partial_fit`: the number
@@ -94,6 +97,12 @@ class CrossValidation:
         threads: how many threads the estimator's native code (OpenMP, BLAS) may use, as
             joblib limits it in its workers: the CPUs shared by the candidates that run at
             once, so that they do not oversubscribe the machine; None for no limit.
+        tail: where the search's last candidates begin (a trial id), when candidates start
+            in id order and nothing stops one early: those fit their folds `tail_folds` at a
+            time, on threads, so that the workers that run out of candidates are not left
+            idle while the last ones finish (joblib's searches share out folds, not
+            candidates); their reports still come fold by fold, in order. None: never.
+        tail_folds: how many folds a last candidate fits at once.
     """
 
     estimator: Any
@@ -108,21 +117,46 @@ class CrossValidation:
     epochs: int | None = None
     classes: np.ndarray | None = None
     threads: int | None = None
+    tail: int | None = None
+    tail_folds: int = 1
 
     def __call__(self, config: dict[str, Any]) -> None:
-        with threadpool_limits(self.threads):
-            if self.epochs is None:
-                self._by_fold(config)
-            else:
-                self._by_epoch(config)
+        try:
+            with threadpool_limits(self.threads):
+                if self.epochs is None:
+                    self._by_fold(config)
+                else:
+                    self._by_epoch(config)
+        except Exception:
+            if self._raises:
+                _report_exception(self.metric)
+            raise
+
+    @property
+    def _raises(self) -> bool:
+        return isinstance(self.error_score, str) and self.error_score == "raise"
 
     def _by_fold(self, config: dict[str, Any]) -> None:
         """Fit and score the folds one by one, reporting after each, so that a scheduler can
-        drop a poor candidate after one or two folds."""
-        folds = []
-        for k in range(len(self.splits)):
-            folds.append(self._fit_and_score(k, functools.partial(self._fit_new, config)))
-            report(fold_result(folds, self.metric))
+        drop a poor candidate after one or two folds (a last candidate fits several at once,
+        see `tail`)."""
+        fit = functools.partial(self._fit_new, config)
+        at_once = self.tail_folds if self.tail is not None and get_trial_id() >= self.tail else 1
+        if at_once <= 1:
+            folds = []
+            for k in range(len(self.splits)):
+                folds.append(self._fit_and_score(k, fit))
+                report(fold_result(folds, self.metric))
+            return
+        pool = ThreadPoolExecutor(at_once, thread_name_prefix="nbtune-fold")
+        try:
+            futures = [pool.submit(self._fit_and_score, k, fit) for k in range(len(self.splits))]
+            folds = []
+            for future in futures:
+                folds.append(future.result())
+                report(fold_result(folds, self.metric))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _by_epoch(self, config: dict[str, Any]) -> None:
         """Train every fold one epoch further at a time, reporting the folds' scores after
@@ -180,7 +214,7 @@ class CrossValidation:
     def _raise_or_warn(self, what: str, category: type[Warning]) -> None:
         """Re-raise the exception being handled if error_score="raise", else warn with its
         traceback (it lands in the trial's output.log)."""
-        if isinstance(self.error_score, str) and self.error_score == "raise":
+        if self._raises:
             raise
         message = f"{what}; it scores error_score={self.error_score!r}:\n{traceback.format_exc()}"
         warnings.warn(message, category, stacklevel=3)
@@ -222,6 +256,22 @@ class _Growing:
         if self.growth != "partial_fit":
             self.final = self.estimator.get_params()[self.growth]
             self.estimator.set_params(warm_start=True)
+
+
+RAISED = "fit_exception"
+"""The key of the result that carries, pickled, what a fit raised under error_score="raise"."""
+RAISED_TRACEBACK = "fit_traceback"
+"""The key of the result that carries that exception's traceback in the worker, as text."""
+
+
+def _report_exception(metric: str) -> None:
+    """Report the exception being handled (with a NaN score, as every result has the tuned
+    metric), so that the search raises that very exception in the kernel, as scikit-learn
+    raises one from a joblib worker. One that cannot be pickled is not reported (the search
+    then raises a ValueError that quotes it)."""
+    raised = {RAISED: sys.exc_info()[1], RAISED_TRACEBACK: traceback.format_exc()}
+    with contextlib.suppress(TypeError, ValueError):
+        report({f"mean_test_{metric}": float("nan"), **raised})
 
 
 def fold_result(folds: Sequence[FoldScores], metric: str) -> dict[str, Any]:

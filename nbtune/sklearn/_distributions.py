@@ -1,6 +1,7 @@
 """What a search tries: `param_distributions` as scikit-learn takes them, and as nbtune does.
 
-scikit-learn's `param_distributions` maps names to lists (a uniform choice) or to objects with
+scikit-learn's `param_distributions` maps names to lists (or tuples, ranges, arrays: a uniform
+choice) or to objects with
 `rvs` (scipy.stats distributions); nbtune's spaces map them to domains. Both are accepted, and
 each is turned into the other where needed:
 
@@ -77,7 +78,7 @@ def _domain(name: str, value: Any) -> Domain:
         return value
     if hasattr(value, "rvs"):
         return Distribution(value)
-    if isinstance(value, (list, tuple, np.ndarray)) and len(value):
+    if isinstance(value, (list, tuple, range, np.ndarray)) and len(value):
         return choice(list(value))
     raise TypeError(
         f"param_distributions[{name!r}]={value!r}: pass a non-empty list, a scipy.stats "

@@ -16,6 +16,7 @@ which would run the candidates with joblib.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import secrets
 import time
@@ -32,10 +33,16 @@ from sklearn.model_selection import check_cv
 from sklearn.model_selection._search import BaseSearchCV
 from sklearn.utils import check_random_state, indexable
 
+from nbtune.metrics import Pickled
 from nbtune.schedulers import ASHA
 from nbtune.schedulers._base import Scheduler
 from nbtune.search._base import Searcher
-from nbtune.sklearn._cross_validation import CrossValidation, growth_of
+from nbtune.sklearn._cross_validation import (
+    RAISED,
+    RAISED_TRACEBACK,
+    CrossValidation,
+    growth_of,
+)
 from nbtune.sklearn._distributions import Candidates, sample_candidates, search_space
 from nbtune.sklearn._results import cv_results, evaluated, failed_fits
 from nbtune.trial import TrialStatus
@@ -64,11 +71,19 @@ class TuneSearchCV(BaseSearchCV):
         cv: folds as scikit-learn takes them: a number, a splitter, or an iterable of splits.
         refit: refit the best candidate on all the data: True, the name of a scorer, a
             callable `cv_results_ -> best_index_`, or False.
-        error_score: the score of a fold whose fit fails, or "raise" to end the search.
+        error_score: the score of a fold whose fit fails, or "raise" to end the search with
+            the exception the fit raised (its traceback in the worker as its cause).
         return_train_score: also score every fold's training data.
         random_state: draws the candidates (an int, a RandomState, or None), and seeds the
             Tuner.
         max_concurrent: how many candidates run at once (default: the number of CPUs).
+        n_jobs: scikit-learn's name for `max_concurrent`, taken as joblib takes it: a number
+            of candidates at once, -1 for one per CPU, -2 for all CPUs but one, ...; give one
+            of the two (or both the same).
+        verbose: above 0, print the Tuner's one-line progress report as it goes, in a
+            notebook too (default 0: only outside a notebook, where the dashboard is absent).
+        pre_dispatch: accepted for scikit-learn's sake and has no effect: nbtune hands a
+            candidate to a worker only when one is free, so nothing is dispatched ahead.
         scheduler: an nbtune scheduler; it hears each candidate's mean score after every fold
             (or epoch), e.g. `nbtune.ASHA(max_t=5)` with cv=5 drops poor candidates early.
             Default: FIFO, or ASHA over the epochs when `early_stopping=True`.
@@ -105,6 +120,9 @@ class TuneSearchCV(BaseSearchCV):
         return_train_score: bool = False,
         random_state: Any = None,
         max_concurrent: int | None = None,
+        n_jobs: int | None = None,
+        verbose: int = 0,
+        pre_dispatch: Any = "2*n_jobs",
         scheduler: Scheduler | None = None,
         searcher: Searcher | None = None,
         early_stopping: bool = False,
@@ -123,6 +141,9 @@ class TuneSearchCV(BaseSearchCV):
         self.return_train_score = return_train_score
         self.random_state = random_state
         self.max_concurrent = max_concurrent
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.pre_dispatch = pre_dispatch
         self.scheduler = scheduler
         self.searcher = searcher
         self.early_stopping = early_stopping
@@ -152,6 +173,7 @@ class TuneSearchCV(BaseSearchCV):
         worker process, not once per candidate.
         """
         self._forget_fit()
+        at_once = candidates_at_once(self.n_jobs, self.max_concurrent)
         X, y, groups = indexable(X, y, groups)
         scorers = self._scorers()
         metric = self._metric(scorers)
@@ -170,9 +192,9 @@ class TuneSearchCV(BaseSearchCV):
             return_train_score=self.return_train_score,
             epochs=epochs,
             classes=np.unique(y) if epochs and is_classifier(self.estimator) else None,
-            threads=_threads_per_candidate(self.max_concurrent),
+            threads=_threads_per_candidate(at_once),
         )
-        self._tuner = self._make_tuner(trainable, metric, epochs or len(splits))
+        self._tuner = self._make_tuner(trainable, metric, epochs or len(splits), at_once)
         self._fit_data = (X, y, fit_params)
         self._reports = epochs or len(splits)
         self._tuner.start(self.display)
@@ -185,8 +207,9 @@ class TuneSearchCV(BaseSearchCV):
         far is kept and the best of it refit.
 
         Raises:
-            ValueError: if error_score="raise" and a fit failed, or if no candidate could
-                be scored at all.
+            Exception: with error_score="raise", what a fit raised (a ValueError that quotes
+                it if it could not be sent from its worker).
+            ValueError: if no candidate could be scored at all.
         """
         tuner = self.tuner
         tuner.wait()
@@ -266,7 +289,9 @@ class TuneSearchCV(BaseSearchCV):
         growth_of(self.estimator)
         return DEFAULT_EPOCHS if self.max_iters is None else self.max_iters
 
-    def _make_tuner(self, trainable: CrossValidation, metric: str, reports: int) -> Tuner:
+    def _make_tuner(
+        self, trainable: CrossValidation, metric: str, reports: int, at_once: int
+    ) -> Tuner:
         """A Tuner that maximises the candidates' mean score, with copies of the scheduler
         and searcher, so that fitting twice starts afresh each time."""
         seed = _seed(self.random_state)
@@ -278,6 +303,10 @@ class TuneSearchCV(BaseSearchCV):
         scheduler = copy.deepcopy(self.scheduler)
         if scheduler is None and self.early_stopping:
             scheduler = ASHA(max_t=reports)
+        if self.searcher is None and scheduler is None and trainable.epochs is None:
+            # candidates start in order and run all their folds: the last ones share them out
+            tail = max(0, num_samples - at_once)
+            trainable = dataclasses.replace(trainable, tail=tail, tail_folds=at_once)
         options = {} if self.storage_path is None else {"storage_path": self.storage_path}
         return Tuner(
             trainable,
@@ -285,7 +314,8 @@ class TuneSearchCV(BaseSearchCV):
             metric=f"mean_test_{metric}",
             mode="max",
             num_samples=num_samples,
-            max_concurrent=self.max_concurrent,
+            max_concurrent=at_once,
+            progress=True if self.verbose and self.verbose > 0 else None,
             name=self.name or _run_name(self.estimator),
             seed=seed % 2**31,
             searcher=searcher,
@@ -331,9 +361,16 @@ class TuneSearchCV(BaseSearchCV):
         return int(results[f"rank_test_{metric}"].argmin())
 
     def _raise_for_failures(self, trials: Sequence[Any]) -> None:
-        """With error_score="raise", a fit that failed ends the search with its error."""
+        """With error_score="raise", a fit that failed ends the search with its error: the
+        exception itself where the worker could send it, with its traceback there as the
+        cause (as joblib does), else a ValueError that quotes it."""
         if not (isinstance(self.error_score, str) and self.error_score == "raise"):
             return
+        for trial in sorted(trials, key=lambda t: t.trial_id):
+            raised = _exception_in(trial.last_result)
+            if raised is not None:
+                remote = RemoteTraceback(str(trial.last_result.get(RAISED_TRACEBACK, "")))
+                raise raised from remote
         failed = [t for t in trials if t.status is TrialStatus.ERROR]
         if failed:
             raise ValueError(
@@ -375,6 +412,50 @@ def _warn_for_failed_fits(tuner: Tuner, errors: Counter[str], total: int) -> Non
         FitFailedWarning,
         stacklevel=3,
     )
+
+
+class RemoteTraceback(Exception):
+    """The traceback, in its worker, of an exception a fit raised: shown as its cause."""
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.args[0]}"""'
+
+
+def _exception_in(result: Mapping[str, Any]) -> BaseException | None:
+    """The exception a fit raised, if `result` carries one that unpickles here."""
+    pickled = result.get(RAISED)
+    if not isinstance(pickled, Pickled):
+        return None
+    try:
+        raised = pickled.load()
+    except Exception:
+        return None
+    return raised if isinstance(raised, BaseException) else None
+
+
+def candidates_at_once(n_jobs: Any, max_concurrent: int | None) -> int:
+    """How many candidates run at once: `n_jobs` as joblib reads it (-1 for every CPU, -2 for
+    all but one, ...), or `max_concurrent`, or one per CPU.
+
+    Raises:
+        ValueError: for an n_jobs that is not a nonzero whole number, or that disagrees with
+            max_concurrent.
+    """
+    cpus = os.cpu_count() or 1
+    if n_jobs is None:
+        return max_concurrent or cpus
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
+        raise ValueError(
+            f"n_jobs={n_jobs!r}: pass how many candidates run at once, or -1 for one per CPU "
+            "(-2 for all CPUs but one, ...)"
+        )
+    jobs = int(n_jobs) if n_jobs > 0 else max(1, cpus + 1 + int(n_jobs))
+    if max_concurrent is not None and max_concurrent != jobs:
+        raise ValueError(
+            f"n_jobs={n_jobs!r} and max_concurrent={max_concurrent!r} disagree: they say the "
+            "same thing, so pass one of them"
+        )
+    return jobs
 
 
 def _threads_per_candidate(max_concurrent: int | None) -> int:

@@ -10,7 +10,7 @@ import trainables
 
 import nbtune as nt
 from nbtune.events import ExperimentDone, TrialResult
-from nbtune.integrations._logging_thread import QueuedLogger
+from nbtune.integrations._logging_thread import LogWriter, QueuedLogger
 
 
 class GatedLogger(QueuedLogger):
@@ -22,20 +22,30 @@ class GatedLogger(QueuedLogger):
         self.written = []
         self.writes = 0
         self.closed_with = []
+        self.writer_threads = set()
         self.fail_on_result = fail_on_result
 
     def _open(self, experiment):
         self.experiment = experiment
+        return GatedWriter(self)
 
-    def _write(self, events):
-        self.writes += 1
-        self.gate.wait()
-        if self.fail_on_result and any(isinstance(e, TrialResult) for e in events):
+
+class GatedWriter(LogWriter):
+    """A run's writer for `GatedLogger`: notes everything on the logger."""
+
+    def __init__(self, logger):
+        self.logger = logger
+
+    def write(self, events):
+        self.logger.writer_threads.add(threading.current_thread().name)
+        self.logger.writes += 1
+        self.logger.gate.wait()
+        if self.logger.fail_on_result and any(isinstance(e, TrialResult) for e in events):
             raise OSError("disk full\nsecond line")
-        self.written.extend(events)
+        self.logger.written.extend(events)
 
-    def _close(self, done):
-        self.closed_with.append(done)
+    def close(self, done):
+        self.logger.closed_with.append(done)
 
 
 def run(make_tuner, logger, **options):
@@ -94,16 +104,8 @@ def test_a_failing_store_says_so_once_and_is_not_tried_again(make_tuner, caplog)
 def test_the_runner_thread_only_enqueues(make_tuner):
     logger = GatedLogger()
     logger.gate.set()
-    writer_threads = set()
-    original = logger._write
-
-    def write(events):
-        writer_threads.add(threading.current_thread().name)
-        original(events)
-
-    logger._write = write
     run(make_tuner, logger)
-    assert writer_threads == {"nbtune-GatedLogger"}
+    assert logger.writer_threads == {"nbtune-GatedLogger"}
 
 
 def test_a_logger_given_to_subscribe_instead_of_callbacks_says_how_to_pass_it(make_tuner, caplog):

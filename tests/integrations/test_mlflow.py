@@ -4,8 +4,11 @@ status, its error and its best checkpoint; a restored run carries on in the same
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pickle
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -174,3 +177,110 @@ def test_a_store_that_fails_warns_once_and_the_run_records_everything(make_tuner
     warnings = [r for r in caplog.records if "MLflowLogger failed" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
     assert logger.flush(5), "a failed logger still answers a flush"
+
+
+def long_names(config):
+    """Reports `loss` and two metrics whose names pass MLflow's 250 characters and share
+    their first 250."""
+    stem = "m" * 260
+    for step in range(3):
+        nt.report(loss=float(step), **{f"{stem}_a": 1.0, f"{stem}_b": 2.0})
+
+
+def test_a_metric_name_over_mlflows_limit_is_shortened_and_every_trial_is_logged(make_tuner, store):
+    logger = MLflowLogger(store, EXPERIMENT)
+    tuner = make_tuner(
+        long_names,
+        {"x": nt.grid([1, 2, 3])},
+        metric="loss",
+        executor=nt.ThreadExecutor(),
+        callbacks=[logger],
+    )
+    tuner.run()
+    assert logger.failure is None
+
+    _, trials = runs_of(store)
+    assert sorted(trials) == [0, 1, 2], "every trial, not only those before the long name"
+    for run in trials.values():
+        assert [step for step, _ in steps_of(store, run, "loss")] == [1, 2, 3]
+        long = [name for name in run.data.metrics if name.startswith("mmm")]
+        assert len(long) == 2 and all(len(name) <= 250 for name in long), long
+        assert sorted(run.data.metrics[name] for name in long) == [1.0, 2.0], "kept apart"
+
+
+@pytest.fixture
+def refused_uri():
+    """The address of a local port that refuses connections (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def hung_uri():
+    """The address of a local server that accepts connections and never answers; closing it
+    at the end releases whoever still waits on it."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def accept():
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+    for connection in accepted:
+        connection.close()
+
+
+def run_in_thread(call, timeout):
+    """Call `call` on a thread; return whether it returned within `timeout` seconds."""
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return not thread.is_alive()
+
+
+def test_a_refused_tracking_server_fails_the_logger_at_once_and_run_does_not_wait(
+    make_tuner, refused_uri, caplog
+):
+    logger = MLflowLogger(refused_uri, EXPERIMENT)  # the default flush_timeout_s, 60 s
+    tuner = make_tuner(
+        trainables.count_up,
+        {"steps": 2},
+        metric="loss",
+        executor=nt.ThreadExecutor(),
+        callbacks=[logger],
+    )
+    with caplog.at_level(logging.WARNING, logger="nbtune"):
+        assert run_in_thread(tuner.run, timeout=20), "run() waited for a server that refuses"
+    assert tuner.state == "finished" and len(tuner.history()) == 2
+    warned = [r.getMessage() for r in caplog.records if "MLflowLogger failed" in r.getMessage()]
+    assert len(warned) == 1 and refused_uri in warned[0], warned
+
+
+def test_a_hung_tracking_server_does_not_block_the_next_tuners_start(make_tuner, hung_uri, caplog):
+    logger = MLflowLogger(hung_uri, EXPERIMENT, flush_timeout_s=0.2, timeout_s=120)
+    first = make_tuner(
+        trainables.count_up,
+        {"steps": 2},
+        metric="loss",
+        executor=nt.ThreadExecutor(),
+        callbacks=[logger],
+    )
+    first.run()
+    second = make_tuner(
+        trainables.count_up,
+        {"steps": 2},
+        metric="loss",
+        executor=nt.ThreadExecutor(),
+        callbacks=[logger],
+    )
+    with caplog.at_level(logging.WARNING, logger="nbtune"):
+        assert run_in_thread(second.start, timeout=10), "start() waited for the hung logger"
+        assert second.wait(60)
+    assert second.state == "finished" and len(second.history()) == 2
+    assert any(first.name in r.getMessage() for r in caplog.records if "abandon" in r.getMessage())
