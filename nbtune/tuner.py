@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbtune import objectives
+from nbtune import objectives, space_hints
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
 from nbtune.define_by_run import DefineByRunSpace, search_space
@@ -463,6 +463,22 @@ class Tuner(ResultsView, Steering):
     def trials(self) -> list[Trial]:
         """Every trial's current record, by id."""
         return list(self._snapshot()[0])
+
+    def space_hints(self) -> list[dict[str, Any]]:
+        """Where the best trials crowd an edge of the search space: one dict per numeric
+        parameter whose 5 best trials mostly (4 of 5) sit in the outer 10 % of its range at
+        one end, `{"param", "edge": "low" | "high", "share", "message", "widened"}`; none for
+        a parameter whose best values sit inside. `widened` is its domain with that bound
+        moved out (x10 on a log scale, by the range's width otherwise):
+        `tuner.update_space(tuner.space.with_changes({hint["param"]: hint["widened"]}))`.
+
+        Raises:
+            ValueError: the run has no single metric to rank trials by.
+        """
+        self._require_metric()
+        if not isinstance(self.space, SearchSpace):
+            return []
+        return space_hints.hints(self.space, self._snapshot()[0], self.mode)
 
     def get_trial(self, trial_id: int) -> Trial:
         """The current record of trial `trial_id`.

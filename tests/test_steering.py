@@ -9,6 +9,7 @@ from test_control import result_of
 
 import nbtune as nt
 from nbtune.space import SearchSpace
+from nbtune.space_hints import widened
 
 STEPS = 3
 
@@ -147,3 +148,47 @@ def test_with_changes_sets_one_parameter_and_keeps_the_others():
     changed = space.with_changes({"model/layers": nt.choice([2, 3]), "wd": 0.1})
     assert changed.parameter_names == ("lr", "model/layers", "model/act", "wd")
     assert changed.domains()["model/layers"] == nt.choice([2, 3])
+
+
+def rewards_a_high_lr(config):
+    nt.report(loss=-config["lr"] + abs(config["wd"] - 0.5))
+
+
+def test_space_hints_name_the_edge_the_best_trials_crowd(make_tuner):
+    high_lrs = [0.009, 0.008, 0.007, 0.0065]
+    points = [{"lr": lr, "wd": 0.5} for lr in [*high_lrs, 0.005, 0.001, 0.0002]]
+    tuner = make_tuner(
+        rewards_a_high_lr,
+        {"lr": nt.loguniform(1e-4, 1e-2), "wd": nt.uniform(0, 1)},
+        metric="loss",
+        num_samples=len(points),
+        points_to_evaluate=points,
+        executor=nt.ThreadExecutor(),
+    )
+    assert tuner.run() is None and tuner.space_hints() == [
+        {
+            "param": "lr",
+            "edge": "high",
+            "share": 0.8,
+            "message": "4 of the 5 best trials have lr in the highest 10% of "
+            "loguniform(0.0001, 0.01): widen it, e.g. to loguniform(0.0001, 0.1)",
+            "widened": nt.loguniform(1e-4, 0.1),
+        }
+    ], "none for wd, whose best values sit in the middle"
+    wider = tuner.space.with_changes({"lr": tuner.space_hints()[0]["widened"]})
+    assert wider.domains()["lr"] == nt.loguniform(1e-4, 0.1)
+
+
+@pytest.mark.parametrize(
+    ("domain", "edge", "wider"),
+    [
+        (nt.uniform(0, 1), "low", nt.uniform(-1, 1)),
+        (nt.uniform(0, 1), "high", nt.uniform(0, 2)),
+        (nt.loguniform(1e-3, 1e-1), "low", nt.loguniform(1e-4, 1e-1)),
+        (nt.randint(2, 6), "high", nt.randint(2, 10)),
+        (nt.lograndint(2, 64), "low", nt.lograndint(1, 64)),
+        (nt.qrandint(10, 50, 10), "high", nt.qrandint(10, 90, 10)),
+    ],
+)
+def test_a_bound_moves_out_by_the_width_or_tenfold_on_a_log_scale(domain, edge, wider):
+    assert widened(domain, edge) == wider
