@@ -329,6 +329,14 @@ def report(
     _current().report(_merged(metrics, more), checkpoint)
 
 
+def report_score(metrics: Mapping[str, Any]) -> None:
+    """Report the running trial's last result as its score: that result ranks the trial, not
+    the best of the ones before it (as a trainable's returned value does). For nbtune's own
+    trainables whose results are partial until the last (a search's cross-validation, whose
+    running mean over the first folds is no candidate's score)."""
+    _current().report(dict(metrics), returned=True)
+
+
 def _merged(metrics: Mapping[str, Any] | None, more: dict[str, Any]) -> dict[str, Any]:
     """The metrics of one `report` call as one dict; a one-line error for a call that is not
     one of its forms."""

@@ -122,6 +122,21 @@ def test_cv_results_match_randomized_search_on_the_same_candidates(search, optio
     assert len(pd.DataFrame(ours)) == 8
 
 
+def test_the_tuners_best_is_scikit_learns_best_score_not_a_running_mean(search):
+    tuned = search(SVC(), SVC_SPACE, n_trials=8).fit(X, Y)
+    tuner, metric = tuned.tuner, "mean_test_score"
+    assert tuner.best_result[metric] == pytest.approx(tuned.best_score_)
+    assert tuner.best_trial.best_value == pytest.approx(tuned.best_score_)
+    history = tuner.history()
+    for trial in tuner.trials:
+        means = history[history["trial_id"] == trial.trial_id][metric]
+        assert trial.best_value == means.iloc[-1], "the mean over every fold, not the best so far"
+    assert any(
+        history[history["trial_id"] == t.trial_id][metric].max() > t.best_value
+        for t in tuner.trials
+    ), "some running mean of the first folds beat its candidate's score"
+
+
 def test_the_refit_estimator_answers_predict_and_the_rest(search):
     tuned = search(LogisticRegression(max_iter=1000), {"C": [0.5, 1.0, 2.0]}, n_trials=3)
     tuned.fit(X, Y)

@@ -38,7 +38,7 @@ from sklearn.utils.metaestimators import _safe_split
 from sklearn.utils.validation import _num_samples
 from threadpoolctl import threadpool_limits
 
-from nbtune.session import get_trial_id, report
+from nbtune.session import get_trial_id, report, report_score
 
 GROWING_PARAMS = ("n_estimators", "max_iter")
 """What grows, epoch by epoch, in a warm-started estimator without `partial_fit`: the number
@@ -146,7 +146,7 @@ class CrossValidation:
             folds = []
             for k in range(len(self.splits)):
                 folds.append(self._fit_and_score(k, fit))
-                report(fold_result(folds, self.metric))
+                self._report(folds, last=k == len(self.splits) - 1)
             return
         pool = ThreadPoolExecutor(at_once, thread_name_prefix="nbtune-fold")
         try:
@@ -154,7 +154,7 @@ class CrossValidation:
             folds = []
             for future in futures:
                 folds.append(future.result())
-                report(fold_result(folds, self.metric))
+                self._report(folds, last=len(folds) == len(futures))
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -163,12 +163,18 @@ class CrossValidation:
         each epoch; fit times add up over the epochs."""
         growing = [_Growing(self, config) for _ in self.splits]
         fit_times = np.zeros(len(self.splits))
-        for _epoch in range(self.epochs):
+        for epoch in range(self.epochs):
             folds = [self._fit_and_score(k, grow) for k, grow in enumerate(growing)]
             for k, fold in enumerate(folds):
                 fit_times[k] += fold.fit_time
                 fold.fit_time = float(fit_times[k])
-            report(fold_result(folds, self.metric))
+            self._report(folds, last=epoch == self.epochs - 1)
+
+    def _report(self, folds: list[FoldScores], *, last: bool) -> None:
+        """Report the folds' scores so far; the last report, over every fold of the final
+        model, is the candidate's score (`report_score`): it ranks the candidate, as
+        scikit-learn's `mean_test_score` does, not the running mean of the first folds."""
+        (report_score if last else report)(fold_result(folds, self.metric))
 
     def _fit_new(self, config: Mapping[str, Any], X: Any, y: Any, params: dict) -> Any:
         return self._candidate(config).fit(X, y, **params)
