@@ -45,6 +45,7 @@ from nbtune.space import (
     sample_from,
     uniform,
 )
+from nbtune.timeline import timeline
 from nbtune.trainable import Trainable
 from nbtune.trial import Trial, TrialStatus
 from nbtune.tuner import Tuner
@@ -142,6 +143,7 @@ __all__ = [
     "randn",
     "report",
     "sample_from",
+    "timeline",
     "uniform",
     "with_parameters",
 ]
