@@ -87,6 +87,10 @@ def __getattr__(name: str):
         import nbtune.ui
 
         return getattr(nbtune.ui, name)
+    if name == "plot_timeline":
+        from nbtune.ui.timeline import plot_timeline
+
+        return plot_timeline
     if name == "DaskExecutor":
         from nbtune.executors.dask import DaskExecutor
 
@@ -134,6 +138,7 @@ __all__ = [
     "plot_param_importance",
     "plot_param_scatter",
     "plot_pareto_front",
+    "plot_timeline",
     "qlograndint",
     "qloguniform",
     "qrandint",
