@@ -45,6 +45,7 @@ from nbtune.space import (
     sample_from,
     uniform,
 )
+from nbtune.timeline import timeline
 from nbtune.trainable import Trainable
 from nbtune.trial import Trial, TrialStatus
 from nbtune.tuner import Tuner
@@ -93,6 +94,10 @@ def __getattr__(name: str):
         from nbtune.ui import optuna_charts
 
         return getattr(optuna_charts, name)
+    if name == "plot_timeline":
+        from nbtune.ui.timeline import plot_timeline
+
+        return plot_timeline
     if name == "DaskExecutor":
         from nbtune.executors.dask import DaskExecutor
 
@@ -144,6 +149,7 @@ __all__ = [
     "plot_param_scatter",
     "plot_pareto_front",
     "plot_rank",
+    "plot_timeline",
     "qlograndint",
     "qloguniform",
     "qrandint",
@@ -153,6 +159,7 @@ __all__ = [
     "randn",
     "report",
     "sample_from",
+    "timeline",
     "uniform",
     "with_parameters",
 ]

@@ -60,6 +60,7 @@ from nbtune.ui.table import (
     table_page,
     text_formatters,
 )
+from nbtune.ui.timeline import TimelineTab
 from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
 
 logger = logging.getLogger("nbtune")
@@ -169,9 +170,13 @@ class Dashboard:
         self.table.on_msg(lambda _, content, __: self._on_table(content))
         self.static_table: StaticTable | None = None
         several = is_several(self.source.metric)
-        self.tab_names = (*(("pareto",) if several else ()), *CHARTS, *VIEWS)
+        self.tab_names = (*(("pareto",) if several else ()), *CHARTS, "timeline", *VIEWS)
         self.charts = {
-            name: ChartTab(name, self._dirty.set) for name in self.tab_names if name not in VIEWS
+            name: TimelineTab(self.source, self._dirty.set)
+            if name == "timeline"
+            else ChartTab(name, self._dirty.set)
+            for name in self.tab_names
+            if name not in VIEWS
         }
         self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
@@ -337,7 +342,7 @@ class Dashboard:
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":
             self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
-        elif metric is not None:
+        elif metric is not None or tab == "timeline":
             chart = self.charts[tab]
             look = Look(self.dark, self.highlighted, self.log_scale)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
