@@ -50,6 +50,7 @@ from nbtune.objectives import is_several, primary
 from nbtune.storage import error_file
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import log_scale_names, ranked
+from nbtune.ui.hints import SpaceHints
 from nbtune.ui.summary import SummarySlot, best_html, counts_html, title_html
 from nbtune.ui.table import (
     STATUS_FILTERS,
@@ -195,6 +196,7 @@ class Dashboard:
             [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
         )
         self.controls.layout.display = "" if self.live else "none"
+        self.hints = SpaceHints(self.source, self._act)
         self.clicks_while_busy = self.live and self._serve_clicks_on_subshell()
         with self.widget.hold_sync():
             self.widget.children = [
@@ -202,6 +204,7 @@ class Dashboard:
                 widgets.HBox([self.progress, self.done, self.counts]),
                 self.best,
                 self.controls,
+                self.hints.widget,
                 self.message,
                 self.table,
                 self.tabs,
@@ -247,6 +250,7 @@ class Dashboard:
             trials, rows = self.source.snapshot()
             live = self.live
             self._guarded("table", lambda: self._draw_top(trials, live))
+            self._guarded("hints", lambda: self.hints.draw(live))
             tab = self.selected_tab
             self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
             self._draw_message()
