@@ -165,7 +165,7 @@ class Admission:
     def has_room(self) -> bool:
         """Whether one more trial may start: the run is not held, and it fits under
         `max_concurrent`, under what the machine's CPUs and GPUs hold, with its GPUs free."""
-        if self.flags.paused_all:
+        if self.flags.paused_all or self.flags.held_by:
             return False
         limit = self.max_concurrent
         if not self.executor.schedules_resources:

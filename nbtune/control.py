@@ -126,6 +126,7 @@ class RunControl:
     def resume_all(self) -> None:
         """Let the experiment go on: every paused trial resumes, new ones may start."""
         self._flags.paused_all = False
+        self._flags.held_by = None
         for trial in self._book:
             live = self._book.live.get(trial.trial_id)
             told_to_pause = live is not None and live.told is Decision.PAUSE

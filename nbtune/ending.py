@@ -14,7 +14,7 @@ from typing import Any
 
 from nbtune.admission import Admission
 from nbtune.events import ExperimentDone
-from nbtune.ledger import Ledger
+from nbtune.ledger import Ledger, error_kind
 from nbtune.protocol import Decision
 from nbtune.run_state import RunFlags, RunState
 from nbtune.trial import Trial, TrialStatus
@@ -24,8 +24,18 @@ class RunEnd:
     """When and how a run ends, and its outcome; runner thread only, except `holds_every_trial`
     (under the runner's lock)."""
 
-    def __init__(self, *, ledger: Ledger, flags: RunFlags, admission: Admission) -> None:
+    def __init__(
+        self,
+        *,
+        ledger: Ledger,
+        flags: RunFlags,
+        admission: Admission,
+        max_consecutive_failures: int | None = None,
+        hold_on_failures: bool = False,
+    ) -> None:
         self.ledger = ledger
+        self.max_consecutive_failures = max_consecutive_failures
+        self.hold_on_failures = hold_on_failures
         self.book = ledger.book
         self.flags = flags
         self.admission = admission
@@ -71,6 +81,24 @@ class RunEnd:
             return
         self.ledger.reply(trial, Decision.STOP)
         self.ledger.record(trial.evolve(paused_by=trial.waits_by))
+
+    def after_failure(self) -> None:
+        """When `max_consecutive_failures` trials in a row have failed alike, start no more:
+        hold the run, saying why, where a user can fix the trainable and resume it (a
+        notebook), else end it `failed` with that line."""
+        streak, limit = self.ledger.failure_streak, self.max_consecutive_failures
+        if limit is None or len(streak) < limit or self.flags.held_by or self.flags.ending:
+            return
+        kind = error_kind(self.book[streak[-1]])
+        names = ", ".join(map(str, streak[-limit:]))
+        what = f"{len(streak)} trials in a row failed with {kind} (trials {names})"
+        if self.hold_on_failures:
+            self.flags.held_by = (
+                f"{what}: no trial starts; fix the trainable (see their errors), then "
+                "resume the run (Resume all, tuner.resume_all())"
+            )
+            return
+        self.request(RunState.FAILED, f"{what}; the run ended", stopped_by="failures")
 
     def give_up_on_the_running(self) -> None:
         """Trials that ignored the end for the grace period end where they are (or, held,
@@ -135,7 +163,7 @@ class RunEnd:
         unfinished trial is PAUSED and no new one starts (see `Admission.starts_none`)."""
         if self.state is not RunState.RUNNING or self.flags.ending is not None:
             return False
-        if self.flags.paused_all:
+        if self.flags.paused_all or self.flags.held_by:
             return all(trial.status is not TrialStatus.RUNNING for trial in self.book)
         unfinished = [trial for trial in self.book if not trial.status.is_finished]
         paused = all(trial.status is TrialStatus.PAUSED for trial in unfinished)

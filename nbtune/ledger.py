@@ -83,6 +83,8 @@ class Ledger:
         )
         self.results: list[Mapping[str, Any]] = []
         self.best_result: Mapping[str, Any] | None = None
+        self.failure_streak: list[int] = []
+        """The trials that failed last, one after the other, with the same kind of error."""
         self._best_of: dict[int, tuple[float, Mapping[str, Any]]] = {}
         """Each trial's best result by the metric (its returned one, once it returned)."""
         self._state_saved_at = -math.inf
@@ -196,6 +198,15 @@ class Ledger:
         self.record(restarted, journal=journal)
         return restarted
 
+    def restart_first(self, trial: Trial, **changes: Any) -> None:
+        """Queue `trial` first, to start again from its latest checkpoint; a trial the user
+        paused waits paused instead."""
+        restarted = self.restarted(trial, **changes, **runtime_banked(trial))
+        if self.book.live[trial.trial_id].user_paused:
+            self.to_paused(restarted, restarted.waits_by)
+        else:
+            self.book.enqueue(trial.trial_id, "first")
+
     def to_paused(self, trial: Trial, paused_by: str) -> None:
         """Record the trial PAUSED (`paused_by` says how it waits) and say so on the bus."""
         paused = trial.evolve(status=TrialStatus.PAUSED, paused_by=paused_by)
@@ -222,6 +233,7 @@ class Ledger:
             **runtime_banked(trial),
         )
         self.record(trial)
+        self._count_failures(trial)
         waiting_fork = self.book.ended(trial.trial_id)
         if waiting_fork is not None:
             self.scheduler.request(waiting_fork)
@@ -239,6 +251,18 @@ class Ledger:
         self.scheduler.on_trial_error(trial)
         self.searcher.on_complete(trial.trial_id, last, error=True)
         self.bus.publish(TrialErrored(trial.trial_id, error or "", traceback))
+
+    def _count_failures(self, trial: Trial) -> None:
+        """Extend the streak of trials that failed alike (the same error type), or start it
+        afresh; a trial that ends well ends it."""
+        if trial.status is not TrialStatus.ERROR:
+            self.failure_streak = []
+            return
+        if self.failure_streak and error_kind(self.book[self.failure_streak[-1]]) != error_kind(
+            trial
+        ):
+            self.failure_streak = []
+        self.failure_streak.append(trial.trial_id)
 
     def stop(self, trial: Trial, *, stopped_by: str | None, force: bool = False) -> None:
         """End a trial that has not ended: a running one at its next report (at once with
@@ -378,3 +402,8 @@ def runtime_banked(trial: Trial) -> dict[str, Any]:
         "runtime_s": trial.runtime_s + max(0.0, time.time() - trial.started_at),
         "started_at": None,
     }
+
+
+def error_kind(trial: Trial) -> str:
+    """The type of the error that ended `trial` ("ValueError", "WorkerLost", ...)."""
+    return (trial.error or "").partition(":")[0]

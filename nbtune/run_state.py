@@ -47,6 +47,8 @@ class RunFlags:
         holds_trials: its running trials pause instead of ending, for `restore` to carry on.
         ending_since: when it was asked to end (monotonic seconds).
         paused_all: the user holds the whole run: no trial starts.
+        held_by: why the run starts no trial by itself (trials that failed alike, one after
+            the other: `max_consecutive_failures`), until the user resumes it; None if not.
     """
 
     ending: RunState | None = None
@@ -54,6 +56,7 @@ class RunFlags:
     holds_trials: bool = False
     ending_since: float = 0.0
     paused_all: bool = False
+    held_by: str | None = None
 
     def ending_decision(self) -> tuple[Decision, str | None]:
         """What a trial does at its report once the run ends, and who stops it: pause if the

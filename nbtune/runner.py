@@ -51,7 +51,7 @@ from nbtune.ending import RunEnd
 from nbtune.errors import RunEndedError
 from nbtune.events import EventBus, TrialResult, TrialRetried
 from nbtune.executors._base import Executor
-from nbtune.ledger import Ledger, runtime_banked
+from nbtune.ledger import Ledger
 from nbtune.protocol import (
     Decision,
     WorkerDone,
@@ -98,6 +98,8 @@ class TrialRunner:
         space_version: int = 0,
         fail_fast: bool = False,
         max_failures: int = 0,
+        max_consecutive_failures: int | None = None,
+        hold_on_failures: bool = False,
         trial_timeout_s: float | None = None,
         keep_checkpoints: int | None = 2,
         resources: TrialResources | None = None,
@@ -140,7 +142,13 @@ class TrialRunner:
             max_concurrent=max_concurrent,
             clocks=self.clocks,
         )
-        self.ending = RunEnd(ledger=self.ledger, flags=self.flags, admission=self.admission)
+        self.ending = RunEnd(
+            ledger=self.ledger,
+            flags=self.flags,
+            admission=self.admission,
+            max_consecutive_failures=max_consecutive_failures,
+            hold_on_failures=hold_on_failures,
+        )
         self.ledger.space_version = self.admission.space_version = space_version
         self.control = RunControl(
             ledger=self.ledger, admission=self.admission, ending=self.ending, flags=self.flags
@@ -203,6 +211,11 @@ class TrialRunner:
         return self.ending.error
 
     @property
+    def held_by(self) -> str | None:
+        """Why the run starts no trial by itself, if it holds (see `RunFlags.held_by`)."""
+        return self.flags.held_by
+
+    @property
     def crash(self) -> BaseException | None:
         return self.ending.crash
 
@@ -256,13 +269,6 @@ class TrialRunner:
     def add_trial(self, config: Mapping[str, Any]) -> int:
         """Queue a hand-picked configuration; return its id. Runner thread only."""
         return self.admission.add_trial(config)
-
-    def extend(self, num_samples: int) -> None:
-        """Let the searcher suggest `num_samples` more trials. Runner thread only."""
-        self.admission.extend(num_samples)
-
-    def saved_state(self) -> dict[str, Any]:
-        return self.ledger.saved_state()
 
     # ----- the loop ---------------------------------------------------------------------------
 
@@ -508,7 +514,7 @@ class TrialRunner:
             if underway.stop:
                 self.ledger.end(trial, TrialStatus.TERMINATED, stopped_by=underway.stopped_by)
             else:
-                self._restart_first(trial)
+                self.ledger.restart_first(trial)
             return
         if trial.attempts > self.max_failures or self.flags.ending is not None or underway.stop:
             self._fail(trial, error, traceback)
@@ -516,27 +522,19 @@ class TrialRunner:
         self.storage.append_error(
             trial_id, f"attempt {trial.attempts} (retried): {traceback or error}\n"
         )
-        self._restart_first(trial, attempts=trial.attempts + 1)
+        self.ledger.restart_first(trial, attempts=trial.attempts + 1)
         self.ledger.bus.publish(TrialRetried(trial_id, trial.attempts + 1, error))
 
     def _fail(self, trial: Trial, error: str, traceback: str = "") -> None:
         """End the trial as ERROR; with `fail_fast`, the run ends with it."""
         self.ledger.end(trial, TrialStatus.ERROR, error, traceback)
+        self.ending.after_failure()
         if self.fail_fast:
             self.request_stop(
                 RunState.FAILED,
                 f"trial {trial.trial_id} failed ({error}); fail_fast=True",
                 stopped_by="fail fast",
             )
-
-    def _restart_first(self, trial: Trial, **changes: Any) -> None:
-        """Queue `trial` first, to start again from its latest checkpoint; a trial the user
-        paused waits paused instead."""
-        restarted = self.ledger.restarted(trial, **changes, **runtime_banked(trial))
-        if self.book.live[trial.trial_id].user_paused:
-            self.ledger.to_paused(restarted, restarted.waits_by)
-        else:
-            self.book.enqueue(trial.trial_id, "first")
 
     # ----- the scheduler's requests -----------------------------------------------------------
 

@@ -255,6 +255,11 @@ class TrialSession:
         """Whether `thread` started while the trial ran (it was not there before)."""
         return thread not in self._threads_before
 
+    @property
+    def abandoned(self) -> bool:
+        """Whether its run let go of the trial (a thread left running when the run ended)."""
+        return bool(getattr(self._channel, "forgotten", False))
+
 
 _thread_local = threading.local()
 _active: set[TrialSession] = set()
@@ -283,7 +288,7 @@ def _started_by() -> TrialSession:
     """The running trial that started the calling thread: the one that it was not already
     there for; a one-line error if there is none, or several."""
     with _active_lock:
-        running = list(_active)
+        running = [session for session in _active if not session.abandoned]
     if not running:
         raise RuntimeError(
             "nbtune.report() and friends only work inside a trial; "

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from nbtune import space_hints
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
 from nbtune.control import RunControl
 from nbtune.define_by_run import DefineByRunSpace, search_space
@@ -46,6 +47,13 @@ class Steering:
     _finish_by: float | datetime.datetime | None
     _runner: TrialRunner | None
     _thread: threading.Thread | None
+    mode: Any
+
+    def _require_metric(self) -> Any:
+        raise NotImplementedError
+
+    def _snapshot(self) -> tuple[Sequence[Any], Sequence[Mapping[str, Any]]]:
+        raise NotImplementedError
 
     def _started_runner(self) -> TrialRunner:
         raise NotImplementedError
@@ -159,6 +167,22 @@ class Steering:
         command = lambda control: control.update_space(new)  # noqa: E731
         self._command("update_space", command, space=described)
         self.space = new
+
+    def space_hints(self) -> list[dict[str, Any]]:
+        """Where the best trials crowd an edge of the search space: one dict per numeric
+        parameter whose 5 best trials mostly (4 of 5) sit in the outer 10 % of its range at
+        one end, `{"param", "edge": "low" | "high", "share", "message", "widened"}`; none for
+        a parameter whose best values sit inside. `widened` is its domain with that bound
+        moved out (x10 on a log scale, by the range's width otherwise):
+        `tuner.update_space(tuner.space.with_changes({hint["param"]: hint["widened"]}))`.
+
+        Raises:
+            ValueError: the run has no single metric to rank trials by.
+        """
+        self._require_metric()
+        if not isinstance(self.space, SearchSpace):
+            return []
+        return space_hints.hints(self.space, self._snapshot()[0], self.mode)
 
     def finish_by(self, deadline: float | datetime.datetime) -> None:
         """Finish the run by `deadline`: seconds from now, or a moment (a `datetime`; without

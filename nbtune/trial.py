@@ -46,6 +46,8 @@ STOPPED_BY = {
     "time budget": "the run's `time_budget_s` (or `Tuner.set_time_budget`) ran out while it ran",
     "deadline": "the run's deadline (`Tuner.finish_by`) came while it ran",
     "fail fast": "another trial failed in a run with `fail_fast=True`",
+    "failures": "`max_consecutive_failures` trials in a row failed alike, in a run nobody can "
+    "steer (a script), which then ended",
 }
 """Every value of `Trial.stopped_by`, and what it means."""
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbtune import objectives, space_hints
+from nbtune import objectives
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
 from nbtune.define_by_run import DefineByRunSpace, search_space
@@ -61,6 +61,8 @@ class TunerStatus:
     live: bool
     counts: Mapping[str, int]
     max_concurrent: int
+    reason: str | None = None
+    """Why the run holds (trials that kept failing alike) or failed; None otherwise."""
 
     def __getattr__(self, name: str) -> int:
         if name.upper() in TrialStatus.__members__:
@@ -73,7 +75,8 @@ class TunerStatus:
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n} {status.lower()}" for status, n in sorted(self.counts.items()))
-        return f"<{self.state}{' (live)' if self.live else ''}: {counts or 'no trials'}>"
+        because = f"; {self.reason}" if self.reason else ""
+        return f"<{self.state}{' (live)' if self.live else ''}: {counts or 'no trials'}{because}>"
 
 
 class Tuner(ResultsView, Steering):
@@ -114,6 +117,10 @@ class Tuner(ResultsView, Steering):
             metric, mode and (for a run carried on) its trials, e.g. to find a logger's
             earlier records.
         fail_fast: end the run when the first trial fails (after its retries).
+        max_consecutive_failures: when this many trials in a row fail with the same type of
+            error (a bug, most likely), no more start: in a notebook the run holds, saying why
+            in `status` and the dashboard, until you fix the trainable and resume it
+            (`resume_all`); in a script it ends `failed` with that line. None never stops.
         max_failures: start a failing trial again, from its latest checkpoint, up to this many
             times before it ends as ERROR; a crashed worker counts as a failure (trials that
             only lost their worker because another died with it, on Dask, restart without
@@ -163,6 +170,7 @@ class Tuner(ResultsView, Steering):
         callbacks: Iterable[Callable[[Event], None]] = (),
         fail_fast: bool = False,
         max_failures: int = 0,
+        max_consecutive_failures: int | None = 3,
         trial_timeout_s: float | None = None,
         keep_checkpoints: int | None = 2,
         resources_per_trial: Mapping[str, float] | None = None,
@@ -216,6 +224,11 @@ class Tuner(ResultsView, Steering):
         self.should_stop = StopCriteria(stop, metric, mode)
         self.fail_fast = fail_fast
         self.max_failures = whole_number("max_failures", max_failures, minimum=0)
+        self.max_consecutive_failures = (
+            None
+            if max_consecutive_failures is None
+            else whole_number("max_consecutive_failures", max_consecutive_failures)
+        )
         self._check_free_name()
         if getattr(self.executor, "pickles_trainable", True):
             _check_picklable(trainable)
@@ -266,6 +279,8 @@ class Tuner(ResultsView, Steering):
             else seconds_until("finish_by", self._finish_by),
             fail_fast=self.fail_fast,
             max_failures=self.max_failures,
+            max_consecutive_failures=self.max_consecutive_failures,
+            hold_on_failures=_in_notebook(),
             trial_timeout_s=self.trial_timeout_s,
             keep_checkpoints=self.keep_checkpoints,
             resources=self.resources,
@@ -419,8 +434,10 @@ class Tuner(ResultsView, Steering):
         """Counts of trials by status, and whether the run is live."""
         counts = Counter(trial.status.value for trial in self._snapshot()[0])
         runner = self._runner
-        limit = self.max_concurrent if runner is None else runner.max_concurrent
-        return TunerStatus(self.state, self.live, dict(counts), limit)
+        if runner is None:
+            return TunerStatus(self.state, False, dict(counts), self.max_concurrent)
+        reason = runner.held_by or (runner.error if runner.ended else None)
+        return TunerStatus(self.state, self.live, dict(counts), runner.max_concurrent, reason)
 
     @property
     def live(self) -> bool:
@@ -463,22 +480,6 @@ class Tuner(ResultsView, Steering):
     def trials(self) -> list[Trial]:
         """Every trial's current record, by id."""
         return list(self._snapshot()[0])
-
-    def space_hints(self) -> list[dict[str, Any]]:
-        """Where the best trials crowd an edge of the search space: one dict per numeric
-        parameter whose 5 best trials mostly (4 of 5) sit in the outer 10 % of its range at
-        one end, `{"param", "edge": "low" | "high", "share", "message", "widened"}`; none for
-        a parameter whose best values sit inside. `widened` is its domain with that bound
-        moved out (x10 on a log scale, by the range's width otherwise):
-        `tuner.update_space(tuner.space.with_changes({hint["param"]: hint["widened"]}))`.
-
-        Raises:
-            ValueError: the run has no single metric to rank trials by.
-        """
-        self._require_metric()
-        if not isinstance(self.space, SearchSpace):
-            return []
-        return space_hints.hints(self.space, self._snapshot()[0], self.mode)
 
     def get_trial(self, trial_id: int) -> Trial:
         """The current record of trial `trial_id`.

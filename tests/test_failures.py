@@ -8,6 +8,7 @@ import signal
 
 import pytest
 import trainables
+from kernels import Kernel
 
 import nbtune as nt
 from nbtune.events import TrialResult, TrialRetried, TrialStarted
@@ -131,3 +132,89 @@ def test_a_trial_that_stops_reporting_times_out_and_is_retried(make_tuner, log, 
     assert (history["step"] == history["training_iteration"]).all()
     keys = keys_on_disk(tuner.path)
     assert len(keys) == len(set(keys)) == 102
+
+
+def fails_with(config):
+    """Fails at once with the exception named in its config."""
+    raise {"value": ValueError, "key": KeyError}[config["error"]]("broken")
+
+
+def test_trials_that_keep_failing_alike_end_a_script_s_run_saying_why(make_tuner):
+    tuner = make_tuner(
+        fails_with,
+        {"error": "value"},
+        metric="loss",
+        num_samples=6,
+        max_concurrent=1,
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    status = tuner.status
+    assert status.state == "failed"
+    assert (
+        status.reason == "3 trials in a row failed with ValueError (trials 0, 1, 2); the run ended"
+    )
+    assert (status.error, status.total) == (3, 3), "no trial started after the third failure"
+
+
+def test_failures_of_different_kinds_or_a_limit_of_none_never_end_the_run(make_tuner):
+    mixed = make_tuner(
+        fails_with,
+        {"error": nt.grid(["value", "key"])},
+        metric="loss",
+        num_samples=3,
+        max_concurrent=1,
+        executor=nt.ThreadExecutor(),
+    )
+    mixed.run()
+    assert (mixed.state, mixed.status.error) == ("finished", 6)
+    unlimited = make_tuner(
+        fails_with,
+        {"error": "value"},
+        metric="loss",
+        num_samples=5,
+        max_concurrent=1,
+        max_consecutive_failures=None,
+        executor=nt.ThreadExecutor(),
+    )
+    unlimited.run()
+    assert (unlimited.state, unlimited.status.error) == ("finished", 5)
+
+
+def test_in_a_notebook_the_run_holds_until_the_user_resumes_it(tmp_path):
+    kernel = Kernel(tmp_path)
+    try:
+        kernel.check("""
+            import nbtune as nt, threading
+            fixed = threading.Event()
+
+            def train(config):
+                if not fixed.is_set():
+                    raise ValueError("a bug")
+                nt.report(loss=config["x"])
+
+            tuner = nt.Tuner(train, {"x": nt.uniform(0, 1)}, metric="loss", num_samples=5,
+                             max_concurrent=1, executor=nt.ThreadExecutor(),
+                             max_consecutive_failures=2)
+            tuner.start(display=False)
+            changed = threading.Event()
+            tuner.subscribe(lambda event: changed.set())
+            while tuner.state != "paused":
+                changed.wait(1)
+                changed.clear()
+        """)
+        assert kernel.check("print(tuner.status)") == (
+            "<paused (live): 2 error; 2 trials in a row failed with ValueError (trials 0, 1): "
+            "no trial starts; fix the trainable (see their errors), then resume the run "
+            "(Resume all, tuner.resume_all())>\n"
+        )
+        assert (
+            kernel.check("""
+            fixed.set()
+            tuner.resume_all()
+            print(tuner.wait(30), tuner.state, tuner.status.terminated, tuner.status.reason)
+        """)
+            == "True finished 3 None\n"
+        )
+    finally:
+        kernel.shutdown()

@@ -275,6 +275,7 @@ def test_every_value_is_documented():
         "time budget",
         "deadline",
         "fail fast",
+        "failures",
     }
 
 

@@ -53,6 +53,7 @@ def test_the_readme_example(make_tuner):
         "stopped_by",
         "parent",
         "attempts",
+        "space_version",
         "checkpoint_mb",
     ]
     assert trials["trial_id"].tolist() == list(range(20)), "grid of 2 x 10 samples"

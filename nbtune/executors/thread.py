@@ -93,6 +93,9 @@ class ThreadExecutor(Executor):
         self._events.put(None)
 
     def close(self) -> None:
+        """Stop every trial at its next report; those still running are abandoned: their
+        threads (and threads they started) are no longer taken for a running trial's."""
         for channel in self._channels.values():
+            channel.forgotten = True
             channel.replies.put(Reply(Decision.STOP))
         self._channels = {}
