@@ -208,6 +208,14 @@ def test_in_a_notebook_the_run_holds_until_the_user_resumes_it(tmp_path):
             "no trial starts; fix the trainable (see their errors), then resume the run "
             "(Resume all, tuner.resume_all())>\n"
         )
+        assert "2 trials in a row failed with ValueError (trials 0, 1): no trial starts" in (
+            kernel.check("""
+                shown = tuner.dashboard()
+                shown.ready.wait(30)
+                shown.redraw()
+                print(shown.message.value)
+            """)
+        ), "the dashboard says why"
         assert (
             kernel.check("""
             fixed.set()

@@ -281,6 +281,9 @@ class Dashboard:
         ]
         if self.command_error:
             lines.insert(0, f"<span style='color:#d62728'>{html.escape(self.command_error)}</span>")
+        held_by = getattr(self.source, "held_by", None) if self.live else None
+        if held_by:
+            lines.insert(0, f"<b style='color:#d62728'>{html.escape(held_by)}</b>")
         notice = f"<i>{html.escape(self.notice)}</i>" if self.notice else ""
         text = "".join(lines) or notice
         if self.message.value != text:
