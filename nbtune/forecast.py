@@ -367,6 +367,13 @@ def horizon_of(
     return max(lengths) if lengths else None
 
 
+def view_horizon(view: Any, trials: Sequence[Trial]) -> int | None:
+    """`horizon_of` a run's view: a live `Tuner` knows its scheduler and stop criteria, a run
+    loaded from disk only its trials."""
+    max_t = scheduler_max_t(getattr(view, "scheduler", None))
+    return horizon_of(trials, max_t, stop_iteration(getattr(view, "should_stop", None)))
+
+
 def scheduler_max_t(scheduler: Any) -> float | None:
     """The scheduler's `max_t`, where it has one counted in iterations."""
     if getattr(scheduler, "time_attr", "training_iteration") != "training_iteration":

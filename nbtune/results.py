@@ -390,11 +390,7 @@ class ResultsView:
 
         trials, rows = self._snapshot()
         if horizon is None:
-            horizon = forecast.horizon_of(
-                trials,
-                forecast.scheduler_max_t(getattr(self, "scheduler", None)),
-                forecast.stop_iteration(getattr(self, "should_stop", None)),
-            )
+            horizon = forecast.view_horizon(self, trials)
         return forecast.forecast_frame(trials, rows, metric, horizon)
 
     def _metric_and_mode(self, metric: str | None, mode: str | None) -> tuple[str, str]:

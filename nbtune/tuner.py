@@ -540,16 +540,10 @@ class Tuner(ResultsView, Steering):
             return None
         if runner.ended:
             return 0.0
-        max_t = forecast.scheduler_max_t(self.scheduler)
-        horizon = forecast.horizon_of(trials, max_t, forecast.stop_iteration(self.should_stop))
+        horizon = forecast.view_horizon(self, trials)
+        planned, workers = self.planned_trials, runner.max_concurrent
         return forecast.run_eta_s(
-            trials,
-            rows,
-            self.planned_trials,
-            runner.max_concurrent,
-            horizon,
-            self.scheduler,
-            now=time.time(),
+            trials, rows, planned, workers, horizon, self.scheduler, now=time.time()
         )
 
 
