@@ -19,8 +19,9 @@ some trials have finished (`references` 8 full curves of other configurations). 
 the noiseless value for the synthetic curves (`coverage_observed` counts the noisy one too),
 the observed value for scikit-learn's.
 
-ETA (`eta_eps_*`): a real run (threads, sleeping trainables whose iteration time varies with
-their config), FIFO and ASHA; `eta_s` is read every 0.1 s, and the reading nearest half-way is
+ETA (`eta_fifo`, `eta_asha`): a real run (threads, 2 at a time, sleeping trainables whose
+iteration time varies with their config: 24 trials of 27 iterations under FIFO, 72 under ASHA
+with max_t 27, reduction factor 3); `eta_s` is read every 0.1 s, and the reading nearest half-way is
 compared with the time the run really had left.
 
 Usage:
@@ -32,15 +33,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import nbtune as nt
 from nbtune.forecast import forecast_curve
+
+# benchmarks/sklearn.py would shadow scikit-learn: move this folder to the end of the path.
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE in sys.path:
+    sys.path.remove(_HERE)
+    sys.path.append(_HERE)
 
 HORIZON = 60
 SGD_HORIZON = 30
@@ -166,7 +175,7 @@ def sleepy(config: dict[str, Any]) -> None:
 
 def eta_figure(scheduler_name: str, quick: bool) -> None:
     steps = 9 if quick else 27
-    samples = 8 if quick else 24
+    samples = (8 if quick else 24) * (3 if scheduler_name == "asha" else 1)
     scheduler = (
         nt.ASHA(max_t=steps, grace_period=1, reduction_factor=3)
         if scheduler_name == "asha"

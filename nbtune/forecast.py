@@ -57,6 +57,10 @@ _PARAMETERS = np.array([3, 3, 2])
 _SHAPE_ERROR = 0.3
 """A curve is none of the three families exactly: its forecast change from now to the horizon
 is taken to be this uncertain (a share of it), on top of what its own residuals say."""
+CALIBRATION_GROWTH = 1.1
+"""Past step 10, the finished curves are cut at steps this far apart to calibrate a forecast
+(`Forecaster`): the errors at step 40 and 43 differ little, and each calibration fits every
+finished curve."""
 _TINY = 1e-12
 
 
@@ -250,9 +254,12 @@ class Forecaster:
         self._calibrations: dict[tuple[int, bool], _Calibration | None] = {}
 
     def _calibration(self, n: int, ratio: bool) -> _Calibration | None:
-        key = (n, ratio)
+        """The calibration at step `n`, measured at the step of `CALIBRATION_GROWTH` at or
+        below it: curves forecast every few results share it (a dashboard redraws often)."""
+        step = _calibration_step(n)
+        key = (step, ratio)
         if key not in self._calibrations:
-            self._calibrations[key] = _calibrate(self.references, n, self.horizon, ratio)
+            self._calibrations[key] = _calibrate(self.references, step, self.horizon, ratio)
         return self._calibrations[key]
 
     def __call__(self, values: Sequence[float]) -> CurveForecast:
@@ -304,6 +311,15 @@ class Forecaster:
             return _interval(peer, abs(peer - level) + spread * abs(level), horizon)
         predicted = (own.predicted + peer) / 2
         return _interval(predicted, math.hypot(own.sigma, (own.predicted - peer) / 2), horizon)
+
+
+def _calibration_step(n: int) -> int:
+    """`n` up to 10, then the step of a geometric grid 10 % apart at or below it."""
+    if n <= 10:
+        return n
+    return max(
+        10, round(10 * CALIBRATION_GROWTH ** math.floor(math.log(n / 10, CALIBRATION_GROWTH)))
+    )
 
 
 def forecast_curve(
