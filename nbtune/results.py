@@ -356,6 +356,46 @@ class ResultsView:
         best_id = min(scores, key=lambda trial_id: (sign * scores[trial_id], trial_id))
         return next(trial for trial in trials if trial.trial_id == best_id)
 
+    def forecast(self, metric: str | None = None, horizon: int | None = None) -> pd.DataFrame:
+        """Where each unfinished trial's learning curve is heading: one row per RUNNING,
+        PAUSED or PENDING trial that has results, indexed by `trial_id`, with `predicted`
+        (the metric at the trial's horizon), `low` and `high` (an 80 % interval; NaN for a
+        curve of one point and no finished trial to learn from) and `horizon`.
+
+        The horizon is the scheduler's `max_t` if it has one, else the iteration of
+        `stop={"training_iteration": N}`, else the length of the longest trial that ran in
+        full (a run loaded from disk knows only the last); a trial already past it is
+        forecast where it is. Each curve is fitted by a weighted ensemble of power-law,
+        exponential and log-linear curves, informed by the finished trials' curves (see
+        `nbtune.forecast`).
+
+        Args:
+            metric: the reported value to forecast (default: the tuned metric; a run of
+                several metrics needs one named).
+            horizon: the iteration to forecast instead.
+
+        Raises:
+            ValueError: the run has no metric, or several and none is named, or `horizon`
+                is not a whole number >= 1.
+        """
+        if metric is None:
+            if is_several(self.metric):
+                raise ValueError(
+                    f"this experiment tunes several metrics ({', '.join(self.metric)}); pass "
+                    "forecast(metric=...) to name the one to forecast"
+                )
+            metric = self._require_metric()
+        if horizon is not None and (
+            isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1
+        ):
+            raise ValueError(f"horizon={horizon!r}: pass a whole number of iterations >= 1")
+        from nbtune import forecast  # numpy: imported here so that `import nbtune` stays light
+
+        trials, rows = self._snapshot()
+        if horizon is None:
+            horizon = forecast.view_horizon(self, trials)
+        return forecast.forecast_frame(trials, rows, metric, horizon)
+
     def _metric_and_mode(self, metric: str | None, mode: str | None) -> tuple[str, str]:
         """`metric` and `mode` checked, or the tuned metric's where they are not given."""
         if metric is None:

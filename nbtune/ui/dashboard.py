@@ -297,7 +297,11 @@ class Dashboard:
         )
         with self.widget.hold_sync():
             elapsed = time.time() - self._started if live else None
-            self.title.value = title_html(self.source.name, self.source.state, elapsed)
+            run_state = self.source.state
+            # A Tuner's ETA (an analysis has none), shown while trials run.
+            running = live and run_state == "running"
+            eta = getattr(self.source, "eta_s", None) if running else None
+            self.title.value = title_html(self.source.name, run_state, elapsed, eta)
             finished = sum(trial.status.is_finished for trial in trials)
             planned = len(trials) + page.unstarted
             self.progress.max = max(1, planned)

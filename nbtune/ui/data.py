@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nbtune.forecast import UNFINISHED, Forecaster, horizon_of, references_of
 from nbtune.metrics import finite, format_value, number
 from nbtune.space import IntRange, LogUniform, SearchSpace
 from nbtune.trial import Trial, TrialStatus, better_of
@@ -64,11 +65,42 @@ class Curve:
 
 
 @dataclass(frozen=True)
+class ForecastLine:
+    """Where an unfinished trial's curve is heading (`nbtune.forecast`): a faint dotted
+    extension from its last point to the forecast at `horizon`, bending as a log-linear curve.
+
+    Attributes:
+        x: iterations, from the curve's last one to the horizon.
+        y: the values there.
+        low: the 80 % interval's low end at the horizon.
+        high: its high end.
+    """
+
+    trial_id: int
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    low: float
+    high: float
+    color: str
+
+    @property
+    def horizon(self) -> float:
+        return self.x[-1]
+
+    @property
+    def predicted(self) -> float:
+        return self.y[-1]
+
+
+@dataclass(frozen=True)
 class HistoryData:
     metric: str
     curves: tuple[Curve, ...]
     best: tuple[int, ...]
     """Ids of the best trials (up to three), to highlight."""
+    forecasts: tuple[ForecastLine, ...] = ()
+    """One per unfinished curve of `MIN_FORECAST_POINTS` or more short of the horizon, when
+    forecasts were asked for."""
 
 
 @dataclass(frozen=True)
@@ -142,9 +174,17 @@ def history_data(
     metric: str,
     mode: str,
     max_points: int = MAX_POINTS_PER_CURVE,
+    *,
+    forecast: bool = True,
+    horizon: int | None = None,
 ) -> HistoryData:
     """One curve per trial that has reported, in trial order; the best three marked, the best
-    `FEATURED_CURVES` in colour when there are more curves than that."""
+    `FEATURED_CURVES` in colour when there are more curves than that.
+
+    Args:
+        forecast: forecast each unfinished curve (`ForecastLine`), to `horizon` or, without
+            one, to the length of the longest trial that ran in full (none before one has).
+    """
     points: dict[int, tuple[list[int], list[float], list[float]]] = {}
     start = _first_time(rows)
     for row in rows:
@@ -164,7 +204,83 @@ def history_data(
         _curve(trial, *_thin(points[trial.trial_id], max_points), trial.trial_id in featured)
         for trial in reported
     )
-    return HistoryData(metric, curves, _best_ids(trials, mode))
+    forecasts = _forecasts(trials, points, metric, horizon) if forecast else ()
+    return HistoryData(metric, curves, _best_ids(trials, mode), forecasts)
+
+
+FORECAST_POINTS = 16
+"""Points of a drawn forecast line."""
+MIN_FORECAST_POINTS = 3
+"""A curve's forecast is drawn once it has this many results (`Tuner.forecast()` gives one
+from the first: from a point or two, a line says little)."""
+_FORECAST_CACHE_SIZE = 4096
+_forecast_cache: dict[tuple, ForecastLine | None] = {}
+_forecasters: dict[tuple, Forecaster] = {}
+
+
+def _forecasts(
+    trials: Sequence[Trial],
+    points: Mapping[int, tuple[list[int], list[float], list[float]]],
+    metric: str,
+    horizon: int | None,
+) -> tuple[ForecastLine, ...]:
+    """The forecast of each unfinished curve, remembered by trial and number of results (the
+    dashboard redraws ten times a second; a curve is fitted again only when it grew), and with
+    it the finished curves' calibration (`Forecaster`), by the finished curves."""
+    curves = {trial_id: _by_iteration(xs, ys) for trial_id, (xs, ys, _) in points.items()}
+    horizon = horizon or horizon_of(trials)
+    if horizon is None:
+        return ()
+    references = references_of(trials, curves)
+    known = tuple((len(curve), curve[-1], curve[0]) for curve in references)
+    forecaster = _remembered(
+        _forecasters, (metric, horizon, known), Forecaster, horizon, references
+    )
+    lines = []
+    for trial in trials:
+        curve = curves.get(trial.trial_id)
+        drawable = MIN_FORECAST_POINTS <= len(curve or ()) < horizon
+        if trial.status not in UNFINISHED or not drawable:
+            continue
+        key = (metric, horizon, known, trial.trial_id, len(curve), curve[-1], curve[0])
+        line = _remembered(_forecast_cache, key, _line, trial.trial_id, curve, forecaster)
+        if line is not None:
+            lines.append(line)
+    return tuple(lines)
+
+
+def _remembered(cache: dict, key: tuple, make: Any, *args: Any) -> Any:
+    """`make(*args)`, made once per `key` (the cache is emptied when full)."""
+    if key not in cache:
+        if len(cache) >= _FORECAST_CACHE_SIZE:
+            cache.clear()
+        cache[key] = make(*args)
+    return cache[key]
+
+
+def _by_iteration(xs: Sequence[int], ys: Sequence[float]) -> list[float]:
+    """A curve's values at iterations 1, 2, ..., its last: NaN where it has none."""
+    curve = [math.nan] * (max(xs) if xs else 0)
+    for x, y in zip(xs, ys, strict=True):
+        if x >= 1:
+            curve[x - 1] = y
+    return curve
+
+
+def _line(trial_id: int, curve: Sequence[float], forecaster: Forecaster) -> ForecastLine | None:
+    """The forecast drawn from the curve's last finite point to the horizon, or None if there
+    is none."""
+    result = forecaster(curve)
+    last = next((i for i in range(len(curve) - 1, -1, -1) if math.isfinite(curve[i])), None)
+    if last is None or not math.isfinite(result.predicted):
+        return None
+    start, end, value = last + 1, result.horizon, curve[last]
+    xs = [start * (end / start) ** (k / (FORECAST_POINTS - 1)) for k in range(FORECAST_POINTS)]
+    reach = math.log(end / start)
+    ys = [value + (result.predicted - value) * math.log(x / start) / reach for x in xs]
+    return ForecastLine(
+        trial_id, tuple(xs), tuple(ys), result.low, result.high, trial_color(trial_id)
+    )
 
 
 def _first_time(rows: Sequence[Mapping[str, Any]]) -> float:

@@ -23,6 +23,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from nbtune.analysis import view_of
+from nbtune.forecast import view_horizon
 from nbtune.metrics import format_number
 from nbtune.optuna_study import param_importances
 from nbtune.trial import Trial
@@ -31,6 +32,7 @@ from nbtune.ui.data import (
     Axis,
     BestSoFarData,
     Curve,
+    ForecastLine,
     HistoryData,
     ImportanceData,
     ParameterData,
@@ -44,6 +46,8 @@ from nbtune.ui.ticks import NUMBER_FORMAT, integer_ticks, log_ticks, nice_ticks
 
 FAINT_COLOR = "rgba(140, 140, 140, 0.35)"
 """The curves that are not among the best ten, when there are more than ten."""
+FORECAST_OPACITY = 0.45
+"""A forecast's dotted extension of a curve is drawn this faint."""
 LINE_DASH = {"paused": "dash", "stopped": "dot"}
 """A curve's line style by its state (`nbtune.ui.data.state_of`); solid otherwise."""
 WEBGL_AFTER = 50
@@ -82,7 +86,9 @@ def history_figure(
     The line style tells the trial's state (dashed: paused, dotted: stopped before its end;
     an "x" ends an errored one); the best three are thicker; past ten curves only the best
     ten are in colour and the rest faint. Hovering any point names the trial, its state and
-    its configuration.
+    its configuration. Each unfinished curve's forecast (`data.forecasts`) extends it as a
+    thin, faint dotted line to the horizon, by iteration (not drawn against time); hovering
+    its end gives the forecast and its 80 % interval.
 
     Args:
         drawn: what each trace shows, kept by the caller between calls (by default the figure
@@ -100,14 +106,18 @@ def history_figure(
         raise ValueError(f"x={x!r}: draw the learning curves against 'iteration' or 'time'")
     figure = figure if figure is not None else go.Figure()
     drawn = _memo(figure).setdefault("curves", {}) if drawn is None else drawn
-    if drawn.get("figure") != id(figure) or len(figure.data) > len(data.curves):
+    count = len(data.curves)
+    traces = count + len(data.forecasts)
+    if drawn.get("figure") != id(figure) or len(figure.data) > traces:
         drawn.clear()
         drawn["figure"] = id(figure)
     with drawing(figure):
         apply_theme(figure, dark)
-        _keep_traces(figure, len(data.curves), _curve_trace)
-        for index, (trace, curve) in enumerate(zip(figure.data, data.curves, strict=True)):
+        _keep_traces(figure, traces, _curve_trace)
+        for index, (trace, curve) in enumerate(zip(figure.data, data.curves, strict=False)):
             _draw_curve(trace, curve, drawn, index, data.best, highlight, x)
+        for index, line in enumerate(data.forecasts, start=count):
+            _draw_forecast(figure.data[index], line, drawn, index, highlight, x)
         _layout(
             figure,
             title=f"{data.metric} by {x}",
@@ -130,6 +140,9 @@ def _draw_curve(
 ) -> None:
     """Update one curve's trace: its points if they changed, its style if that changed."""
     points = (curve.trial_id, x, len(curve.x), curve.x[-1:], curve.y[-1:])
+    if drawn.pop(("forecast", index), None) is not None:
+        drawn.pop(("style", index), None)
+        drawn.pop(index, None)
     if drawn.get(index) != points:
         drawn[index] = points
         trace.update(x=curve.seconds if x == "time" else curve.x, y=curve.y)
@@ -156,6 +169,36 @@ def _draw_curve(
         marker=_error_marker(curve),
         hovertemplate=(
             f"{_no_variables(curve.label)}<br>{where}: %{{y:{NUMBER_FORMAT}}}<extra></extra>"
+        ),
+    )
+
+
+def _draw_forecast(
+    trace: Any, line: ForecastLine, drawn: dict, index: int, highlight: int | None, x: str
+) -> None:
+    """Draw one forecast line into a trace (which may have drawn a curve or another forecast
+    before), if it differs from what the trace shows."""
+    faint = highlight is not None and line.trial_id != highlight
+    shown = (line, faint, x)
+    if drawn.get(("forecast", index)) == shown:
+        return
+    drawn[("forecast", index)] = shown
+    drawn.pop(index, None)
+    drawn.pop(("style", index), None)
+    interval = f"{format_number(line.low)} to {format_number(line.high)}"
+    trace.update(
+        x=line.x if x == "iteration" else (),
+        y=line.y if x == "iteration" else (),
+        name=f"trial {line.trial_id} forecast",
+        legendgroup=str(line.trial_id),
+        showlegend=False,
+        line={"color": line.color, "width": 1.2, "dash": "dot"},
+        opacity=0.15 if faint else FORECAST_OPACITY,
+        mode="lines",
+        marker={"size": 0},
+        hovertemplate=(
+            f"trial {line.trial_id} forecast<br>iteration %{{x:.0f}}: %{{y:{NUMBER_FORMAT}}}"
+            f"<br>80 % interval at {line.horizon:.0f}: {interval}<extra></extra>"
         ),
     )
 
@@ -538,11 +581,12 @@ def plot_history(
     dark: bool = False,
 ) -> go.Figure:
     """The metric against iteration (or time) for every trial of a Tuner, analysis or
-    directory; see `history_figure` for the arguments."""
-    trials, rows, metric, mode = _read(source)
-    return history_figure(
-        history_data(trials, rows, metric, mode), highlight=highlight, x=x, log_y=log_y, dark=dark
-    )
+    directory, each unfinished one's forecast dotted to its horizon (see `Tuner.forecast`);
+    see `history_figure` for the arguments."""
+    view = view_of(source)
+    trials, rows, metric, mode = _read(view)
+    data = history_data(trials, rows, metric, mode, horizon=view_horizon(view, trials))
+    return history_figure(data, highlight=highlight, x=x, log_y=log_y, dark=dark)
 
 
 def plot_best_so_far(source: Any, *, dark: bool = False) -> go.Figure:

@@ -24,9 +24,23 @@ from nbtune.ui.table import HOVER_CHARS, badge, status_counts, text_formatters
 logger = logging.getLogger("nbtune")
 
 
-def title_html(name: str, state: str, elapsed_s: float | None = None) -> str:
+def title_html(
+    name: str, state: str, elapsed_s: float | None = None, eta_s: float | None = None
+) -> str:
+    """The run's name, state, seconds since it started and, while it runs, about how long it
+    has left (`Tuner.eta_s`)."""
     elapsed = "" if elapsed_s is None else f" · {elapsed_s:.0f} s"
-    return f"<b>nbtune · {html.escape(name)}</b> — {state}{elapsed}"
+    left = "" if eta_s is None else f" · about {duration_text(eta_s)} left"
+    return f"<b>nbtune · {html.escape(name)}</b> — {state}{elapsed}{left}"
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as people say it: "40 s", "12 min", "3.5 h"."""
+    if seconds < 90:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def counts_html(counts: Mapping[str, int]) -> str:
