@@ -12,6 +12,7 @@ import copy
 import datetime
 import functools
 import threading
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -48,6 +49,8 @@ class Steering:
     _runner: TrialRunner | None
     _thread: threading.Thread | None
     mode: Any
+    scheduler: Any
+    planned_trials: int | None
 
     def _require_metric(self) -> Any:
         raise NotImplementedError
@@ -183,6 +186,25 @@ class Steering:
         if not isinstance(self.space, SearchSpace):
             return []
         return space_hints.hints(self.space, self._snapshot()[0], self.mode)
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds until the run is expected to end (0 once it has; None before any result):
+        from the seconds per iteration measured so far, the concurrency, the trials still to
+        run and where the scheduler is expected to stop them (`nbtune.forecast.run_eta_s`)."""
+        from nbtune import forecast  # numpy: imported here so that `import nbtune` stays light
+
+        runner = self._runner
+        trials, rows = self._snapshot()
+        if runner is None or not rows:
+            return None
+        if runner.ended:
+            return 0.0
+        horizon = forecast.view_horizon(self, trials)
+        planned, workers = self.planned_trials, runner.max_concurrent
+        return forecast.run_eta_s(
+            trials, rows, planned, workers, horizon, self.scheduler, now=time.time()
+        )
 
     def finish_by(self, deadline: float | datetime.datetime) -> None:
         """Finish the run by `deadline`: seconds from now, or a moment (a `datetime`; without

@@ -571,27 +571,6 @@ class Tuner(ResultsView, Steering):
         )
         return storage
 
-    # ----- forecast (issue 34) ----------------------------------------------------------------
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds until the run is expected to end (0 once it has; None before any result):
-        from the seconds per iteration measured so far, the concurrency, the trials still to
-        run and where the scheduler is expected to stop them (`nbtune.forecast.run_eta_s`)."""
-        from nbtune import forecast  # numpy: imported here so that `import nbtune` stays light
-
-        runner = self._runner
-        trials, rows = self._snapshot()
-        if runner is None or not rows:
-            return None
-        if runner.ended:
-            return 0.0
-        horizon = forecast.view_horizon(self, trials)
-        planned, workers = self.planned_trials, runner.max_concurrent
-        return forecast.run_eta_s(
-            trials, rows, planned, workers, horizon, self.scheduler, now=time.time()
-        )
-
 
 def _checked_name(name: Any) -> str:
     """`name` if it is one plain folder name: not a path, not '.' or '..' (which overwrite
