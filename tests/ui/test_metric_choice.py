@@ -1,13 +1,18 @@
 """Charts of any numeric key the trials reported, not only the tuned metric: the data
-(`numeric_keys`, `trial_values`) and the `plot_*(metric=, mode=)` helpers, on real runs."""
+(`numeric_keys`, `trial_values`), the `plot_*(metric=, mode=)` helpers and the dashboard's
+metric pickers, all on real runs."""
 
 from __future__ import annotations
+
+import threading
 
 import plotly.graph_objects as go
 import pytest
 import trainables
+from waiting import eventually
 
 import nbtune as nt
+from nbtune.events import TrialResult
 from nbtune.ui.data import (
     FEATURED_CURVES,
     ReportedKeys,
@@ -192,3 +197,104 @@ def test_the_plots_draw_any_numeric_key_reported(finished):
 def test_a_key_not_reported_or_a_missing_mode_is_one_line(finished, plot, options, message):
     with pytest.raises(ValueError, match=message):
         plot(finished, **options)
+
+
+# ----- the dashboard's pickers ----------------------------------------------------------------
+
+
+@pytest.fixture
+def growing_keys(make_tuner, log):
+    """A live run of two trials reporting loss and acc every 20 ms, and `late` too once
+    `late` is set; yields (tuner, dashboard, late) once both have reported."""
+    late, finish = threading.Event(), threading.Event()
+
+    def train(config):
+        step = 0
+        while not finish.is_set():
+            step += 1
+            extra = {"late": step * 10.0} if late.is_set() else {}
+            nt.report(loss=config["x"] / step, acc=config["x"] * step, note="text", **extra)
+            finish.wait(0.02)
+
+    tuner = make_tuner(
+        train,
+        {"x": nt.grid([1.0, 2.0])},
+        metric="loss",
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.subscribe(log)
+    tuner.start(display=False)
+    log.wait_for(lambda _: len({e.trial_id for e in log.of(TrialResult)}) == 2)
+    dashboard = tuner.dashboard()
+    assert dashboard.ready.wait(30)
+    yield tuner, dashboard, late
+    finish.set()
+    tuner.stop()
+    tuner.wait(30)
+    dashboard.close()
+
+
+def shown(dashboard, tab):
+    dashboard.tabs.selected_index = dashboard.tab_names.index(tab)
+    dashboard.redraw()
+    return dashboard.charts[tab].figure
+
+
+def test_the_pickers_list_the_keys_as_they_come_and_redraw_their_chart(growing_keys):
+    tuner, dashboard, late = growing_keys
+    pickers = dashboard.pickers.widgets
+    assert set(pickers) == {"learning curves", "parameters", "parallel coordinates"}
+    curves = dashboard.charts["learning curves"]
+    assert pickers["learning curves"] in curves.options.widget.children, "in the toolbar"
+    shown(dashboard, "learning curves")
+    assert pickers["learning curves"].options == ("loss", "acc")
+    assert pickers["learning curves"].value == "loss", "the tuned metric first"
+
+    sent = []
+    pickers["parameters"].observe(lambda change: sent.append(change["new"]), names="options")
+    for _ in range(5):
+        dashboard.redraw()
+    assert sent == [], "no new key, no new options"
+    late.set()
+    eventually(
+        lambda: shown(dashboard, "learning curves") and "late" in pickers["parameters"].options,
+        "the pickers list a key reported mid-run",
+    )
+    assert pickers["parameters"].options == ("loss", "acc", "late")
+    assert len(sent) == 1, "the options are sent once, when a key comes"
+
+    pickers["learning curves"].value = "acc"
+    figure = eventually(
+        lambda: curves.figure.layout.title.text == "acc by iteration" and curves.figure,
+        "the chart redraws itself for the key picked",
+    )
+    tuner.pause_all()
+    figure = shown(dashboard, "learning curves")
+    acc = series(tuner, "acc")
+    assert {trace.name: list(trace.y) for trace in figure.data} == {
+        f"trial {trial_id}": values for trial_id, values in acc.items()
+    }
+    pickers["learning curves"].value = "loss"
+    figure = shown(dashboard, "learning curves")
+    loss = series(tuner, "loss")
+    assert [list(trace.y) for trace in figure.data] == list(loss.values()), "every curve anew"
+
+    pickers["parameters"].value = "late"
+    figure = shown(dashboard, "parameters")
+    assert figure.layout.title.text == "late (last) by parameter"
+    last = tuner.dataframe().set_index("trial_id")["late"]
+    assert list(figure.data[0].y) == last.tolist()
+    assert pickers["parallel coordinates"].value == "loss", "each tab picks its own"
+    figure = shown(dashboard, "parallel coordinates")
+    assert figure.data[0].dimensions[-1].label == "loss"
+
+
+def test_a_loaded_run_s_dashboard_redraws_when_a_key_is_picked(finished):
+    dashboard = nt.load(finished.path).dashboard()
+    dashboard.tabs.selected_index = dashboard.tab_names.index("parameters")
+    picker = dashboard.pickers.widgets["parameters"]
+    assert picker.options == ("loss", "acc")
+    picker.value = "acc"
+    figure = dashboard.charts["parameters"].figure
+    assert figure.layout.title.text == "acc (last) by parameter", "at once, without a timer"
+    dashboard.close()
