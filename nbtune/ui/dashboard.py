@@ -46,10 +46,10 @@ import ipywidgets as widgets
 from nbtune.events import Event, ExperimentDone
 from nbtune.front_end import DashboardSource
 from nbtune.metrics import format_number
-from nbtune.objectives import is_several, primary
+from nbtune.objectives import is_several, mode_of, primary
 from nbtune.storage import error_file
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import log_scale_names, ranked
+from nbtune.ui.data import ReportedKeys, log_scale_names, ranked
 from nbtune.ui.hints import SpaceHints
 from nbtune.ui.summary import SummarySlot, best_html, counts_html, title_html
 from nbtune.ui.table import (
@@ -68,6 +68,8 @@ logger = logging.getLogger("nbtune")
 
 CHARTS = ("learning curves", "best so far", "parallel coordinates", "parameters", "importance")
 VIEWS = ("trial", "dataframe", "errors")
+PICKED = ("learning curves", "parameters", "parallel coordinates")
+"""The charts with a picker of the metric they draw: any numeric key the trials reported."""
 RETRY_AFTER_S = 5.0
 """How long a part that failed to draw waits before it is tried again."""
 RENDER_GRACE_S = 8.0
@@ -179,6 +181,7 @@ class Dashboard:
             for name in self.tab_names
             if name not in VIEWS
         }
+        self.pickers = MetricPickers(self.source, self.charts, self._on_pick)
         self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
         self.frame = widgets.HTML()
@@ -229,6 +232,7 @@ class Dashboard:
             self.tabs,
             *(self.static_table.clickable() if self.static_table else ()),
             *(control for chart in self.charts.values() for control in chart.controls()),
+            *self.pickers.widgets.values(),
         ]
         return serve_on_subshell(clickable)
 
@@ -356,7 +360,15 @@ class Dashboard:
         elif metric is not None or tab == "timeline":
             chart = self.charts[tab]
             look = Look(self.dark, self.highlighted, self.log_scale)
+            if tab in self.pickers.widgets:
+                metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
+
+    def _on_pick(self) -> None:
+        """A metric picked: redraw (at once where no timer redraws)."""
+        self._dirty.set()
+        if not self.live:
+            self.redraw()
 
     def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
         """The trial the "trial" tab shows: the one picked in the table, else the best."""
@@ -549,6 +561,68 @@ class Dashboard:
         bundle = self.widget._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = f"nbtune dashboard of {self.source.name!r} (a live widget)"
         return bundle
+
+
+class MetricPickers:
+    """The lists of keys the `PICKED` charts can draw, one in each chart's toolbar (beside the
+    learning curves' options, above the other charts): every numeric key the trials reported,
+    the tuned metrics first. A tuned metric is drawn in the run's mode; another key without a
+    mode (its raw values: no best curve, each trial's last value against its parameters).
+
+    Args:
+        source: the dashboard's source (its `metric` and `mode`).
+        charts: the dashboard's charts by tab.
+        changed: called when the user picks a key.
+    """
+
+    def __init__(
+        self, source: DashboardSource, charts: Mapping[str, Any], changed: Callable[[], None]
+    ) -> None:
+        self.source = source
+        self.reported = ReportedKeys(source.metric)
+        self._changed = changed
+        self._updating = False
+        self.widgets = {
+            name: self._picker(charts[name])
+            for name in PICKED
+            if source.metric is not None and name in charts
+        }
+
+    def _picker(self, chart: Any) -> widgets.Dropdown:
+        picker = widgets.Dropdown(
+            options=self.reported.keys,
+            description="metric",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="240px"),
+        )
+        picker.observe(self._on_pick, names="value")
+        if chart.options is not None:
+            chart.options.widget.children = (*chart.options.widget.children, picker)
+        else:
+            chart.widget.children = (widgets.HBox([picker]), *chart.widget.children)
+        return picker
+
+    def _on_pick(self, change: Mapping[str, Any]) -> None:
+        if not self._updating:
+            self._changed()
+
+    def picked(self, tab: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
+        """The key `tab`'s picker has chosen, and the mode to draw it in (None for a key the
+        run does not tune). The pickers first take in the keys of the rows not seen yet; their
+        options change (one message each) only when a new key comes."""
+        keys = self.reported.update(rows)
+        for picker in self.widgets.values():
+            if picker.options != keys:
+                value = picker.value
+                self._updating = True
+                try:
+                    with picker.hold_sync():
+                        picker.options = keys
+                        picker.value = value if value in keys else keys[0]
+                finally:
+                    self._updating = False
+        key = self.widgets[tab].value
+        return key, mode_of(self.source.metric, self.source.mode, key)
 
 
 def _import_plotly() -> None:

@@ -16,8 +16,9 @@ from typing import Any
 
 from nbtune.forecast import UNFINISHED, Forecaster, horizon_of, references_of
 from nbtune.metrics import finite, format_value, number
+from nbtune.objectives import names
 from nbtune.space import IntRange, LogUniform, SearchSpace
-from nbtune.trial import Trial, TrialStatus, better_of
+from nbtune.trial import RESULT_KEYS, Trial, TrialStatus, better_of
 
 MAX_POINTS_PER_CURVE = 200
 FEATURED_CURVES = 10
@@ -138,13 +139,25 @@ class Axis:
 
 @dataclass(frozen=True)
 class ParameterData:
-    """Each trial's parameters against its best metric value (trials without one left out)."""
+    """Each trial's parameters against its value of the metric (trials without one left out).
+
+    Attributes:
+        last: the values are each trial's last one (a key the run does not tune, drawn without
+            a notion of best); otherwise its best.
+    """
 
     metric: str
     trial_ids: tuple[int, ...]
     metric_values: tuple[float, ...]
     axes: tuple[Axis, ...]
     labels: tuple[str, ...]
+    last: bool = False
+
+    @property
+    def value_name(self) -> str:
+        """What the values are called on the chart: the metric's name, "acc (last)" for last
+        values."""
+        return f"{self.metric} (last)" if self.last else self.metric
 
 
 @dataclass(frozen=True)
@@ -172,40 +185,49 @@ def history_data(
     trials: Sequence[Trial],
     rows: Sequence[Mapping[str, Any]],
     metric: str,
-    mode: str,
+    mode: str | None,
     max_points: int = MAX_POINTS_PER_CURVE,
     *,
     forecast: bool = True,
     horizon: int | None = None,
 ) -> HistoryData:
-    """One curve per trial that has reported, in trial order; the best three marked, the best
-    `FEATURED_CURVES` in colour when there are more curves than that.
+    """One curve per trial that has reported `metric` (any numeric key), in trial order.
+
+    With a `mode`, the best three by `trial_values` are marked and, when there are more curves
+    than `FEATURED_CURVES`, the best that many drawn in colour. Without one (a key the run does
+    not tune), no curve is best, and the colour goes to the curves that reported last.
 
     Args:
         forecast: forecast each unfinished curve (`ForecastLine`), to `horizon` or, without
             one, to the length of the longest trial that ran in full (none before one has).
     """
     points: dict[int, tuple[list[int], list[float], list[float]]] = {}
+    latest: dict[int, int] = {}
     start = _first_time(rows)
-    for row in rows:
+    for index, row in enumerate(rows):
         value = finite(row.get(metric))
         if value is not None:
             xs, ys, seconds = points.setdefault(row["trial_id"], ([], [], []))
             xs.append(row["training_iteration"])
             ys.append(value)
             seconds.append(_seconds(row, start))
+            latest[row["trial_id"]] = index
     reported = [trial for trial in trials if trial.trial_id in points]
+    if mode is None:
+        best: tuple[int, ...] = ()
+        recent = sorted(latest, key=latest.__getitem__)[-FEATURED_CURVES:]
+    else:
+        order = _best_ids_of(trials, trial_values(trials, rows, metric, mode), mode)
+        best, recent = order[:3], order[:FEATURED_CURVES]
     featured = (
-        {trial.trial_id for trial in reported}
-        if len(reported) <= FEATURED_CURVES
-        else set(_best_ids(reported, mode, FEATURED_CURVES))
+        {trial.trial_id for trial in reported} if len(reported) <= FEATURED_CURVES else set(recent)
     )
     curves = tuple(
         _curve(trial, *_thin(points[trial.trial_id], max_points), trial.trial_id in featured)
         for trial in reported
     )
     forecasts = _forecasts(trials, points, metric, horizon) if forecast else ()
-    return HistoryData(metric, curves, _best_ids(trials, mode), forecasts)
+    return HistoryData(metric, curves, best, forecasts)
 
 
 FORECAST_POINTS = 16
@@ -283,6 +305,70 @@ def _line(trial_id: int, curve: Sequence[float], forecaster: Forecaster) -> Fore
     )
 
 
+def trial_values(
+    trials: Sequence[Trial],
+    rows: Sequence[Mapping[str, Any]],
+    metric: str,
+    mode: str | None,
+) -> dict[int, float]:
+    """Each trial's value of `metric` (any reported key), by trial id: its best under `mode`
+    (for the tuned metric, its `best_value`), or without a mode its last value; trials whose
+    value is not a finite number are left out. Of a trial that returned its score
+    (`Trial.returned`), only that last result counts, as for its `best_value`."""
+    returned = {trial.trial_id: trial.iteration for trial in trials if trial.returned}
+    values: dict[int, float | None] = {}
+    for row in rows:
+        if metric not in row:
+            continue
+        trial_id = row["trial_id"]
+        if returned.get(trial_id, row["training_iteration"]) != row["training_iteration"]:
+            continue
+        if mode is None:
+            values[trial_id] = finite(row[metric])
+        else:
+            values[trial_id] = better_of(values.get(trial_id), row[metric], mode)
+    return {trial_id: value for trial_id, value in values.items() if value is not None}
+
+
+class ReportedKeys:
+    """The numeric keys the results report, gathered as results come: the tuned metrics
+    first (even before they are reported), then every other key whose value was a number at
+    least once, in the order they first came; nbtune's own keys (`RESULT_KEYS`) left out.
+
+    `update(rows)` reads only the rows it has not seen (the result rows only grow), so a live
+    view asks it at every redraw for the cost of the new results alone.
+    """
+
+    def __init__(self, metric: str | Sequence[str] | None = None) -> None:
+        self.tuned = names(metric)
+        self._found: dict[str, None] = {}
+        self._seen = 0
+
+    def update(self, rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """Take in the rows not seen yet, and return `keys`."""
+        if len(rows) < self._seen:
+            self._found.clear()
+            self._seen = 0
+        for row in rows[self._seen :]:
+            for key, value in row.items():
+                if key not in self._found and number(value) is not None:
+                    self._found[key] = None
+        self._seen = len(rows)
+        return self.keys
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        skipped = {*self.tuned, *RESULT_KEYS}
+        return (*self.tuned, *(key for key in self._found if key not in skipped))
+
+
+def numeric_keys(
+    rows: Sequence[Mapping[str, Any]], metric: str | Sequence[str] | None = None
+) -> tuple[str, ...]:
+    """Every numeric key the results report, the tuned metrics first (see `ReportedKeys`)."""
+    return ReportedKeys(metric).update(rows)
+
+
 def _first_time(rows: Sequence[Mapping[str, Any]]) -> float:
     """When the run's first result came (epoch seconds), the origin of the time axes."""
     return next((t for row in rows if (t := finite(row.get("timestamp"))) is not None), 0.0)
@@ -333,26 +419,39 @@ def best_so_far_data(rows: Sequence[Mapping[str, Any]], metric: str, mode: str) 
 
 
 def parameter_data(
-    trials: Sequence[Trial], metric: str, log_scale: Collection[str] | None = None
+    trials: Sequence[Trial],
+    metric: str,
+    log_scale: Collection[str] | None = None,
+    rows: Sequence[Mapping[str, Any]] | None = None,
+    mode: str | None = None,
 ) -> ParameterData:
-    """Parameters against each trial's best value; categorical ones coded 0, 1, 2, ...
+    """Parameters against each trial's value of `metric`; categorical ones coded 0, 1, 2, ...
 
     Args:
         log_scale: the names of the parameters to draw on a log scale, as
             `log_scale_names(space)` reads them off the search space. None when the space
             cannot say (a define-by-run space, a run loaded from disk): then a positive
             parameter is drawn on a log scale when its values spread evenly over decades.
+        rows: the result rows, to read any reported key's values from (`trial_values`: each
+            trial's best under `mode`, its last without one). Without them, each trial's
+            `best_value`: that of the run's one tuned metric.
+        mode: with `rows`, "min" or "max"; None for last values.
     """
-    scored = [trial for trial in trials if trial.best_value is not None]
+    if rows is None:
+        values = {trial.trial_id: trial.best_value for trial in trials}
+    else:
+        values = trial_values(trials, rows, metric, mode)
+    scored = [trial for trial in trials if values.get(trial.trial_id) is not None]
     flat = [SearchSpace.flatten(trial.config) for trial in scored]
-    names = list(dict.fromkeys(name for config in flat for name in config))
-    axes = (_axis(name, [config.get(name) for config in flat], log_scale) for name in names)
+    params = list(dict.fromkeys(name for config in flat for name in config))
+    axes = (_axis(name, [config.get(name) for config in flat], log_scale) for name in params)
     return ParameterData(
         metric=metric,
         trial_ids=tuple(trial.trial_id for trial in scored),
-        metric_values=tuple(trial.best_value for trial in scored),
+        metric_values=tuple(values[trial.trial_id] for trial in scored),
         axes=tuple(axis for axis in axes if _varies(axis)),
         labels=tuple(describe(trial) for trial in scored),
+        last=rows is not None and mode is None,
     )
 
 
@@ -497,8 +596,13 @@ def ranked(trials: Sequence[Trial], mode: str) -> list[Trial]:
     return sorted(scored, key=lambda trial: trial.best_value, reverse=mode == "max")
 
 
-def _best_ids(trials: Sequence[Trial], mode: str, count: int = 3) -> tuple[int, ...]:
-    return tuple(trial.trial_id for trial in ranked(trials, mode)[:count])
+def _best_ids_of(
+    trials: Sequence[Trial], values: Mapping[int, float], mode: str
+) -> tuple[int, ...]:
+    """The ids of the trials that have a value, the best first (ties in trial order), as
+    `ranked` orders them by their `best_value`."""
+    scored = [trial.trial_id for trial in trials if trial.trial_id in values]
+    return tuple(sorted(scored, key=values.__getitem__, reverse=mode == "max"))
 
 
 def _thin(series: Sequence[list], max_points: int) -> tuple[tuple, ...]:

@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 from nbtune.analysis import view_of
 from nbtune.forecast import view_horizon
 from nbtune.metrics import format_number
+from nbtune.objectives import MODES, mode_of
 from nbtune.optuna_study import param_importances
 from nbtune.trial import Trial
 from nbtune.ui.data import (
@@ -40,6 +41,7 @@ from nbtune.ui.data import (
     history_data,
     importance_data,
     log_scale_names,
+    numeric_keys,
     parameter_data,
 )
 from nbtune.ui.ticks import NUMBER_FORMAT, integer_ticks, log_ticks, nice_ticks
@@ -93,7 +95,7 @@ def history_figure(
     Args:
         drawn: what each trace shows, kept by the caller between calls (by default the figure
             keeps it), so that a redraw touches only the curves that changed: a thousand
-            finished trials cost nothing.
+            finished trials cost nothing. Drawing another metric redraws every curve.
         highlight: a trial id whose curve is drawn bold, and every other one faint.
         x: "iteration" or "time" (seconds since the run's first result).
         log_y: the metric on a log scale (values <= 0 are then not shown).
@@ -108,9 +110,9 @@ def history_figure(
     drawn = _memo(figure).setdefault("curves", {}) if drawn is None else drawn
     count = len(data.curves)
     traces = count + len(data.forecasts)
-    if drawn.get("figure") != id(figure) or len(figure.data) > traces:
+    if drawn.get("figure") != (id(figure), data.metric) or len(figure.data) > traces:
         drawn.clear()
-        drawn["figure"] = id(figure)
+        drawn["figure"] = (id(figure), data.metric)
     with drawing(figure):
         apply_theme(figure, dark)
         _keep_traces(figure, traces, _curve_trace)
@@ -248,7 +250,7 @@ def parallel_coordinates_figure(
     labels and the colour bar clear of the metric's ticks.
     """
     figure = figure if figure is not None else go.Figure()
-    metric = Axis(data.metric, data.metric_values)
+    metric = Axis(data.value_name, data.metric_values)
     dimensions = [_dimension(axis) for axis in (*data.axes, metric)]
     with drawing(figure):
         apply_theme(figure, dark)
@@ -271,7 +273,7 @@ def parallel_coordinates_figure(
         )
         _layout(
             figure,
-            title=f"parameters and {data.metric}",
+            title=f"parameters and {data.value_name}",
             height=_HEIGHT + 60,
             margin={"l": 60, "r": 30, "t": 110, "b": 30},
             annotations=_notes(
@@ -340,7 +342,7 @@ def parameter_scatter_figure(
                 y=data.metric_values,
                 hovertext=data.labels,
                 hovertemplate=(
-                    f"%{{hovertext}}<br>{plain_text(data.metric)}: %{{y:{NUMBER_FORMAT}}}"
+                    f"%{{hovertext}}<br>{plain_text(data.value_name)}: %{{y:{NUMBER_FORMAT}}}"
                     "<extra></extra>"
                 ),
                 name=plain_text(axis.name),
@@ -348,7 +350,7 @@ def parameter_scatter_figure(
             )
         _layout(
             figure,
-            title=f"{data.metric} by parameter",
+            title=f"{data.value_name} by parameter",
             height=_HEIGHT + 220 * (rows - 1),
             showlegend=False,
             annotations=_notes(
@@ -364,7 +366,8 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
     from those last laid out; hide the axes of panels no longer shown, and the default axes
     while there is no panel."""
     scales = [_x_axis(axis) for axis in data.axes]
-    shape = (repr(scales), data.metric)
+    metric = data.value_name
+    shape = (repr(scales), metric)
     memo = _memo(figure)
     if memo.get("panels") == shape:
         return
@@ -382,7 +385,7 @@ def _panels(figure: go.Figure, data: ParameterData) -> None:
         else hidden
         for index in range(x_axes)
     } | {
-        f"yaxis{_suffix(row)}": _panel_y_axis(data.metric, row, rows) if row < rows else hidden
+        f"yaxis{_suffix(row)}": _panel_y_axis(metric, row, rows) if row < rows else hidden
         for row in range(y_axes)
     }
     for name, axis in layout.items():
@@ -575,37 +578,77 @@ def _keep_traces(figure: go.Figure, count: int, make: Callable[[int], Any]) -> N
 def plot_history(
     source: Any,
     *,
+    metric: str | None = None,
+    mode: str | None = None,
     highlight: int | None = None,
     x: str = "iteration",
     log_y: bool = False,
     dark: bool = False,
 ) -> go.Figure:
-    """The metric against iteration (or time) for every trial of a Tuner, analysis or
+    """A metric against iteration (or time) for every trial of a Tuner, analysis or
     directory, each unfinished one's forecast dotted to its horizon (see `Tuner.forecast`);
-    see `history_figure` for the arguments."""
-    view = view_of(source)
-    trials, rows, metric, mode = _read(view)
-    data = history_data(trials, rows, metric, mode, horizon=view_horizon(view, trials))
+    see `history_figure` for the other arguments.
+
+    Args:
+        metric: any numeric key the trials reported (default: the tuned metric).
+        mode: "min" or "max", to mark the best trials by `metric`; a tuned metric's own by
+            default. Without one, no curve is marked best.
+
+    Raises:
+        ValueError: no trial reported `metric` as a number, or `mode` is neither "min" nor
+            "max"; the message lists the numeric keys reported.
+    """
+    trials, rows, metric, mode = _read_metric(source, metric, mode)
+    horizon = view_horizon(view_of(source), trials)
+    data = history_data(trials, rows, metric, mode, horizon=horizon)
     return history_figure(data, highlight=highlight, x=x, log_y=log_y, dark=dark)
 
 
-def plot_best_so_far(source: Any, *, dark: bool = False) -> go.Figure:
-    """The best value of the metric so far against time."""
-    _, rows, metric, mode = _read(source)
+def plot_best_so_far(
+    source: Any, *, metric: str | None = None, mode: str | None = None, dark: bool = False
+) -> go.Figure:
+    """The best value of a metric so far against time.
+
+    Args:
+        metric: any numeric key the trials reported (default: the tuned metric).
+        mode: "min" or "max"; needed for a key the run does not tune.
+
+    Raises:
+        ValueError: no trial reported `metric` as a number, or no `mode` for a key the run
+            does not tune; the message lists the numeric keys reported.
+    """
+    _, rows, metric, mode = _read_metric(source, metric, mode, mode_needed=True)
     return best_so_far_figure(best_so_far_data(rows, metric, mode), dark=dark)
 
 
-def plot_parallel_coordinates(source: Any, *, dark: bool = False) -> go.Figure:
-    """Parallel coordinates of every trial's parameters and best metric value."""
-    trials, _, metric, _ = _read(source)
-    data = parameter_data(trials, metric, _log_scale(source))
+def plot_parallel_coordinates(
+    source: Any, *, metric: str | None = None, mode: str | None = None, dark: bool = False
+) -> go.Figure:
+    """Parallel coordinates of every trial's parameters and its value of a metric: its best
+    (the tuned metric's by default, or any numeric key's under `mode`), or for a key the run
+    does not tune given without a mode, its last. Raises ValueError as `plot_history`."""
+    data = _parameters(source, metric, mode)
     return parallel_coordinates_figure(data, dark=dark)
 
 
-def plot_param_scatter(source: Any, *, dark: bool = False) -> go.Figure:
-    """Each parameter against the best metric value, one panel per parameter."""
-    trials, _, metric, _ = _read(source)
-    return parameter_scatter_figure(parameter_data(trials, metric, _log_scale(source)), dark=dark)
+def plot_param_scatter(
+    source: Any, *, metric: str | None = None, mode: str | None = None, dark: bool = False
+) -> go.Figure:
+    """Each parameter against each trial's value of a metric, one panel per parameter: its
+    best (the tuned metric's by default, or any numeric key's under `mode`), or for a key the
+    run does not tune given without a mode, its last. Raises ValueError as `plot_history`."""
+    return parameter_scatter_figure(_parameters(source, metric, mode), dark=dark)
+
+
+def _parameters(source: Any, metric: str | None, mode: str | None) -> ParameterData:
+    """The data of the parameter charts: from each trial's `best_value` for the run's one
+    tuned metric in its own mode (as ever), from the result rows for any other choice."""
+    view = view_of(source)
+    trials, rows, metric, mode = _read_metric(view, metric, mode)
+    log_scale = _log_scale(view)
+    if metric == view.metric and mode == view.mode:
+        return parameter_data(trials, metric, log_scale)
+    return parameter_data(trials, metric, log_scale, rows, mode)
 
 
 IMPORTANCE_NAMES = {"rank": "rank", "ped-anova": "PED-ANOVA", "fanova": "fANOVA"}
@@ -647,6 +690,40 @@ def _read(source: Any) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]], st
     source = view_of(source)
     trials, rows = source._snapshot()
     return trials, rows, source._require_metric(), source.mode
+
+
+def _read_metric(
+    source: Any, metric: str | None, mode: str | None, mode_needed: bool = False
+) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]], str, str | None]:
+    """The trials, the rows, and the metric and mode to plot: the tuned metric and its mode by
+    default; any numeric key reported, with the mode given, or the run's own for a tuned one
+    (None for another key, unless `mode_needed`).
+
+    Raises:
+        ValueError: the run has no (single) metric and none is given, `metric` is neither
+            tuned nor reported as a number, `mode` is neither "min" nor "max", or a
+            `mode_needed` is missing; one line, with the numeric keys reported.
+    """
+    view = view_of(source)
+    trials, rows = view._snapshot()
+    if metric is None:
+        metric = view._require_metric()
+    keys = numeric_keys(rows, view.metric)
+    if metric not in keys:
+        raise ValueError(
+            f"metric={metric!r}: no trial reported it as a number; the numeric keys reported "
+            f"are {list(keys)}"
+        )
+    if mode is None:
+        mode = mode_of(view.metric, view.mode, metric)
+    if mode is None and mode_needed:
+        raise ValueError(
+            f"metric={metric!r} is not tuned by this run: pass mode='min' or mode='max' (the "
+            f"numeric keys reported are {list(keys)})"
+        )
+    if mode not in (None, *MODES):
+        raise ValueError(f"mode={mode!r}: use 'min' or 'max'")
+    return trials, rows, metric, mode
 
 
 def _log_scale(source: Any) -> frozenset[str] | None:

@@ -168,10 +168,10 @@ class ChartTab:
             data = charts.best_so_far_data(rows, metric, mode)
             figures.best_so_far_figure(data, figure, dark=look.dark)
         elif self.name == "parallel coordinates":
-            data = charts.parameter_data(trials, metric, look.log_scale)
+            data = charts.parameter_data(trials, metric, look.log_scale, rows, mode)
             figures.parallel_coordinates_figure(data, figure, dark=look.dark)
         elif self.name == "parameters":
-            data = charts.parameter_data(trials, metric, look.log_scale)
+            data = charts.parameter_data(trials, metric, look.log_scale, rows, mode)
             figures.parameter_scatter_figure(data, figure, dark=look.dark)
         elif self.name == "importance":
             data = charts.importance_data(trials, metric, mode)

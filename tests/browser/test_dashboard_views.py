@@ -33,7 +33,8 @@ CELLS = (
     "    for step in range(1, steps + 1):\n"
     "        time.sleep(0.2)\n"
     "        penalty = 0.1 if config['optimizer'] == 'adam' else 0.0\n"
-    "        nt.report(loss=(100 * config['lr'] + config['momentum']) / step + penalty)",
+    "        loss = (100 * config['lr'] + config['momentum']) / step + penalty\n"
+    "        nt.report(loss=loss, acc=1 / (1 + loss))",
     "tuner = nt.Tuner(\n"
     "    train,\n"
     "    space={\n"
@@ -227,6 +228,14 @@ def test_every_tab_draws_during_a_live_run(app, lab_dir, open_notebook):
         dashboard.wait_for_traces()
         notebook.screenshot(f"{app}-{tab.replace(' ', '-')}", scroll_to=dashboard.tabs)
         dashboard.assert_clean(f"the {tab!r} tab")
+    dashboard.open_tab("parameters")
+    dashboard.panel.locator(".widget-dropdown select").select_option("acc")
+    eventually(
+        lambda: dashboard.chart("el => el._fullLayout.title.text") == "acc (last) by parameter",
+        "the parameters tab redrawn for the metric picked",
+        TAB_TIMEOUT,
+    )
+    dashboard.assert_clean("a metric picked")
     for tab, text in VIEWS.items():
         dashboard.open_tab(tab)
         dashboard.panel.get_by_text(text).first.wait_for(timeout=TAB_TIMEOUT * 1000)
