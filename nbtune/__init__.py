@@ -14,6 +14,7 @@ tuner.dataframe()
 
 from nbtune import front_end
 from nbtune.analysis import ExperimentAnalysis, load
+from nbtune.campaign import runs
 from nbtune.checkpoint import Checkpoint
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
 from nbtune.events import EventBus
@@ -94,6 +95,14 @@ def __getattr__(name: str):
         from nbtune.ui import optuna_charts
 
         return getattr(optuna_charts, name)
+    if name == "compare":
+        from nbtune.ui.compare import compare
+
+        return compare
+    if name == "browse":
+        from nbtune.ui.browse import browse
+
+        return browse
     if name == "plot_timeline":
         from nbtune.ui.timeline import plot_timeline
 
@@ -132,7 +141,9 @@ __all__ = [
     "TrialStatus",
     "Tuner",
     "__version__",
+    "browse",
     "choice",
+    "compare",
     "get_checkpoint",
     "get_trial_id",
     "grid",
@@ -158,6 +169,7 @@ __all__ = [
     "randint",
     "randn",
     "report",
+    "runs",
     "sample_from",
     "timeline",
     "uniform",

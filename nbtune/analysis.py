@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
+from nbtune import environment
 from nbtune.errors import RunEndedError
 from nbtune.events import Event
 from nbtune.results import ResultsView
@@ -45,6 +46,13 @@ class ExperimentAnalysis(ResultsView):
 
     def _snapshot(self) -> tuple[Sequence[Trial], Sequence[Mapping[str, Any]]]:
         return self._trials, self._results
+
+    @property
+    def environment(self) -> dict[str, Any] | None:
+        """Where the run was made: `python`, `platform`, `hostname`, `packages` (name ->
+        version) and `git` (`commit`, `dirty`; None outside a repository), as recorded when it
+        was created (see `nbtune.environment`); None for a run recorded without it."""
+        return environment.read(self.path)
 
     def __repr__(self) -> str:
         return f"ExperimentAnalysis({str(self.path)!r}, {len(self._trials)} trials)"

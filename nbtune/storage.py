@@ -8,6 +8,8 @@
         trials.json            a compacted snapshot of the journal, and where it stopped
         commands.jsonl         the user's commands (pause, fork, ...) in the order applied
         outcome.json           how the run ended: finished, stopped or failed (not while it runs)
+        summary.json           written with the outcome: trials by status, the best (`summarize`)
+        environment.json       where the run was made (`nbtune.environment`)
         trials/<id>/checkpoints/checkpoint_<iteration>.pkl
         trials/<id>/error.txt  tracebacks
         trials/<id>/output.log what the trial printed
@@ -44,7 +46,7 @@ import cloudpickle
 
 from nbtune.errors import ExperimentWriteError
 from nbtune.metrics import Pickled
-from nbtune.trial import Trial, TrialStatus
+from nbtune.trial import Trial, TrialStatus, better_of
 
 _COMPACT_EVERY = 1000
 FORMAT_VERSION = 1
@@ -441,13 +443,27 @@ class ExperimentStorage:
     def finish(self, state: Any, trials: Iterable[Trial], outcome: Mapping[str, Any]) -> None:
         """Save the state, a snapshot of the trials and how the run ended (`outcome`: its
         `state` and `error`), then close the logs whatever fails."""
+        trials = list(trials)
         try:
             self.write_state(state)
             self.compact(trials)
+            self._write_summary(trials, outcome)
             with self._writing("outcome.json"):
                 write_atomically(self.path / "outcome.json", dumps(outcome).encode())
         finally:
             self.close()
+
+    def _write_summary(self, trials: list[Trial], outcome: Mapping[str, Any]) -> None:
+        """Write `summary.json` (see `summarize`), tied to the outcome by its `ended_at`, so
+        that listing runs (`nbtune.runs`) need not read the logs. It is a cache: a spec that
+        cannot be read, or a write that fails, leaves it out, and readers go back to the logs."""
+        try:
+            spec = json.loads((self.path / "experiment.json").read_text())
+            summary = summarize(trials, spec.get("metric"), spec.get("mode"))
+            summary["ended_at"] = outcome.get("ended_at")
+            write_atomically(self.path / SUMMARY, dumps(summary).encode())
+        except (OSError, ValueError):
+            (self.path / SUMMARY).unlink(missing_ok=True)
 
     def close(self) -> None:
         """Sync and close every log; each is closed even if another fails."""
@@ -455,6 +471,49 @@ class ExperimentStorage:
             stack.callback(self._lock.release)
             for log in (self._results, self._journal, self._commands):
                 stack.callback(log.close)
+
+
+SUMMARY = "summary.json"
+
+
+def summarize(trials: Iterable[Trial], metric: Any, mode: Any) -> dict[str, Any]:
+    """What a list of runs shows of one: `trials`, `counts` (by status value), and for a run
+    of one metric the `best` value (each trial's `best_value`; ties go to the lower id), with
+    its `best_trial` and `best_config`; None there in a run of several metrics or none."""
+    counts = dict.fromkeys((status.value for status in TrialStatus), 0)
+    best: Trial | None = None
+    for trial in trials:
+        counts[trial.status.value] += 1
+        if not isinstance(metric, str) or trial.best_value is None:
+            continue
+        if best is None or better_of(best.best_value, trial.best_value, mode) != best.best_value:
+            best = trial
+    return {
+        "trials": sum(counts.values()),
+        "counts": counts,
+        "best": None if best is None else best.best_value,
+        "best_trial": None if best is None else best.trial_id,
+        "best_config": None if best is None else dict(best.config),
+    }
+
+
+def lock_held(path: str | os.PathLike) -> bool | None:
+    """Whether a live run holds the experiment folder `path` (see `_Lock`): True, False, or
+    None if that cannot be told (no `.lock`, as in a folder made before it existed, or one
+    that cannot be opened). Testing takes the lock for an instant when it is free."""
+    try:
+        fd = os.open(Path(path) / ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return False
 
 
 class ExperimentReader:
@@ -475,6 +534,19 @@ class ExperimentReader:
             return loads((self.path / "outcome.json").read_text())
         except FileNotFoundError:
             return None
+
+    def summary(self) -> dict[str, Any] | None:
+        """The `summarize` of the run written with its outcome, or None if there is none
+        that holds: the run has not ended (or was carried on since), or ended before
+        summaries were written, or its summary is damaged."""
+        try:
+            summary = loads((self.path / SUMMARY).read_text())
+            outcome = self.outcome()
+        except (OSError, ValueError):
+            return None
+        if not isinstance(summary, dict) or not isinstance(outcome, dict):
+            return None
+        return summary if summary.get("ended_at") == outcome.get("ended_at") else None
 
     def spec(self) -> dict[str, Any]:
         try:

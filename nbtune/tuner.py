@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbtune import objectives
+from nbtune import environment, objectives
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
 from nbtune.define_by_run import DefineByRunSpace, search_space
@@ -469,6 +469,14 @@ class Tuner(ResultsView, Steering):
             return runner.suggested_trials()
         return self.searcher.planned_trials
 
+    @property
+    def environment(self) -> dict[str, Any] | None:
+        """Where the run was made: `python`, `platform`, `hostname`, `packages` (name ->
+        version) and `git` (`commit`, `dirty`; None outside a repository), as recorded in its
+        folder when it was created (see `nbtune.environment`); None before it starts."""
+        started = self._runner is not None or self._previous is not None
+        return environment.read(self.path) if started else None
+
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
         """Call `callback(event)` for every event from now on; returns an unsubscribe function."""
         return self.bus.subscribe(callback)
@@ -569,6 +577,7 @@ class Tuner(ResultsView, Steering):
                 "created_at": time.time(),
             }
         )
+        environment.record(self.path)
         return storage
 
 
