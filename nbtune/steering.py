@@ -153,6 +153,11 @@ class Steering:
         )
         self.max_concurrent = max_concurrent
 
+    @property
+    def held_by(self) -> str | None:
+        """Why the run starts no trial by itself, if it holds (`max_consecutive_failures`)."""
+        return None if self._runner is None else self._runner.held_by
+
     def update_space(self, space: Mapping[str, Any] | Callable[[Any], Any]) -> None:
         """Search `space` from now on: a dict of domains, or a define-by-run function, as
         `Tuner(space=...)` takes. Trials suggested from now on sample it; running, paused and

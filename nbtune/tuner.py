@@ -440,11 +440,6 @@ class Tuner(ResultsView, Steering):
         return TunerStatus(self.state, self.live, dict(counts), runner.max_concurrent, reason)
 
     @property
-    def held_by(self) -> str | None:
-        """Why the run starts no trial by itself, if it holds (`max_consecutive_failures`)."""
-        return None if self._runner is None else self._runner.held_by
-
-    @property
     def live(self) -> bool:
         """Whether the run has started and not yet ended."""
         runner = self._runner
