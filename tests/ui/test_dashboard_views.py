@@ -4,14 +4,16 @@ run, a stopped run and a run of several metrics show."""
 from __future__ import annotations
 
 import threading
+import time
 from xml.etree import ElementTree
 
 import pytest
 
 import nbtune as nt
 from nbtune.events import TrialResult
-from nbtune.ui.data import TRIAL_COLORS
+from nbtune.ui.data import TRIAL_COLORS, trial_color
 from nbtune.ui.summary import summary_html
+from nbtune.ui.views import TrialSeries
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -137,3 +139,68 @@ def test_several_metrics_show_each_one_in_the_table_and_colour_the_summary(make_
     ]
     coloured = [stroke for stroke in strokes if stroke in TRIAL_COLORS]
     assert len(coloured) == 10, f"the ten first of the front in their colours: {strokes}"
+
+
+def test_the_trial_tab_shows_a_local_time_and_a_curve_and_the_dataframe_tab_is_styled(
+    make_tuner,
+):
+    def train(config):
+        for step in range(1, 6):
+            nt.report(loss=config["x"] / step, note=None if step % 2 else "even")
+
+    tuner = make_tuner(
+        train, {"x": nt.grid([1.0, 2.0])}, metric="loss", executor=nt.ThreadExecutor()
+    )
+    tuner.run(display=False)
+    stamp = tuner.get_trial(1).last_result["timestamp"]
+    dashboard = tuner.dashboard()
+    try:
+        dashboard.table._handle_custom_msg({"type": "select", "trial_id": 1}, [])
+        dashboard.tabs.selected_index = dashboard.tab_names.index("trial")
+        dashboard.redraw()
+        shown = dashboard.trial_view.value
+        assert time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) in shown
+        assert "e+09" not in shown
+        svg = shown[shown.index("<svg") : shown.index("</svg>") + 6]
+        root = ElementTree.fromstring(svg)
+        line = [p for p in root.iter(f"{SVG}polyline") if p.get("stroke") == trial_color(1)]
+        assert len(line) == 1 and len(line[0].get("points").split()) == 5, "its 5 values"
+        assert "loss · last 0.4 (iter 5)" in svg
+
+        dashboard.tabs.selected_index = dashboard.tab_names.index("dataframe")
+        dashboard.redraw()
+        frame = dashboard.frame.value
+        assert (
+            "class='nbtune-frame'" in frame and "&lt;NA&gt;" not in frame and ">nan<" not in frame
+        )
+        assert ">None<" not in frame
+        assert 'border="1"' not in frame
+    finally:
+        dashboard.close()
+
+
+class CountingRows(list):
+    """Result rows that count how many of them are read."""
+
+    reads = 0
+
+    def __getitem__(self, index):
+        self.reads += 1
+        return super().__getitem__(index)
+
+
+def test_the_trial_tab_reads_only_the_results_added_since_its_last_redraw():
+    series = TrialSeries()
+    rows = CountingRows(
+        {"trial_id": i % 4, "training_iteration": i // 4 + 1, "loss": float(i)} for i in range(4000)
+    )
+    assert series.read(rows, 1, ["loss"])["loss"][0][:3] == [1, 2, 3]
+    rows.reads = 0
+    rows.append({"trial_id": 1, "training_iteration": 1001, "loss": 0.5})
+    xs, ys = series.read(rows, 1, ["loss"])["loss"]
+    assert rows.reads == 1, "one new row read, not 4001"
+    assert (len(xs), xs[-1], ys[-1]) == (1001, 1001, 0.5)
+    rows.append({"trial_id": 1, "training_iteration": 998, "loss": 9.0})
+    xs, ys = series.read(rows, 1, ["loss"])["loss"]
+    assert (xs[-2:], ys[-1]) == ([997, 998], 9.0), "started again from iteration 998"
+    assert series.read(rows, 2, ["loss"])["loss"][0][0] == 1, "another trial: read anew"
