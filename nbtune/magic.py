@@ -19,7 +19,7 @@ import ast
 import difflib
 import keyword
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
@@ -28,8 +28,10 @@ from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
 from nbtune import registry
 from nbtune import space as space_module
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
+from nbtune.metrics import format_value
 from nbtune.space import SEPARATOR, SearchSpace
 from nbtune.stopping import StopCriteria
+from nbtune.trial import ITERATION, RESULT_KEYS, Trial, TrialStatus
 from nbtune.tuner import Tuner
 
 DEFAULT_VARIABLE = "_tuner"
@@ -328,14 +330,22 @@ def _command_parsers() -> dict[str, tuple[_Parser, Action]]:
         return parser.add_argument
 
     ids = {"metavar": "ID", "type": _trial_id}
-    pause = command("pause", "Pause trials, or all of them.", lambda t, a: t.pause(*a.ids))
+    pause = command(
+        "pause",
+        "Pause trials, or all of them.",
+        lambda t, a: _acknowledge(t, a.ids, "pause", lambda: t.pause(*a.ids)),
+    )
     pause("ids", nargs="+", **ids)
-    resume = command("resume", "Resume trials, or all of them.", lambda t, a: t.resume(*a.ids))
+    resume = command(
+        "resume",
+        "Resume trials, or all of them.",
+        lambda t, a: _acknowledge(t, a.ids, "resume", lambda: t.resume(*a.ids)),
+    )
     resume("ids", nargs="+", **ids)
     stop = command(
         "stop",
         "End trials; with no ID (or all), end the run.",
-        lambda t, a: t.stop(*a.ids, force=a.force),
+        lambda t, a: _acknowledge(t, a.ids, "stop", lambda: t.stop(*a.ids, force=a.force)),
     )
     stop("ids", nargs="*", **ids)
     stop("--force", action="store_true", help="kill the trials at once where the executor can")
@@ -375,8 +385,8 @@ def _command_parsers() -> dict[str, tuple[_Parser, Action]]:
     df("--history", action="store_true", help="one row per reported result instead")
     command(
         "best",
-        "The best trial's config and result.",
-        lambda t, a: {"config": t.best_config, "result": t.best_result},
+        "The best trial's config and result (a dict, shown as a short summary).",
+        lambda t, a: BestResult(t),
     )
     wait = command(
         "wait", "Block until the run ends; returns whether it did.", lambda t, a: t.wait(a.timeout)
@@ -517,6 +527,125 @@ class TuneMagics(Magics):
             return self.shell.user_ns[name]
         except KeyError:
             raise UsageError(f"%tune: {name!r} is not defined in the notebook") from None
+
+
+# ----- what a command prints -----------------------------------------------------------------
+
+
+def _acknowledge(tuner: Tuner, ids: list[int | str], verb: str, call: Callable[[], None]) -> None:
+    """Make the call (`pause`, `resume` or `stop` of `ids`), then print in one line what it
+    did: what took effect at once, and what happens at a trial's next report."""
+    before = {trial.trial_id: trial.status for trial in tuner.trials}
+    call()
+    if verb == "stop" and ids in ([], ["all"]):
+        print(
+            f"the run {tuner.name!r} is ending: its running trials stop at their next report"
+            if tuner.live
+            else f"the run {tuner.name!r} has ended ({tuner.state})"
+        )
+        return
+    every = ids == ["all"]
+    now = {trial.trial_id: trial for trial in tuner.trials}
+    chosen = sorted(before) if every else [int(i) for i in ids]
+    print(_acknowledgement(verb, chosen, before, now, every))
+
+
+_DONE = {"pause": "paused", "resume": "resumed", "stop": "stopped"}
+_LATER = {
+    "pause": ("pauses", "pause", "at its next report", "at their next report"),
+    "stop": ("stops", "stop", "at its next report", "at their next report"),
+    "resume": ("waits", "wait", "for a worker", "for workers"),
+}
+
+
+def _acknowledgement(
+    verb: str,
+    chosen: list[int],
+    before: Mapping[int, TrialStatus],
+    now: Mapping[int, Trial],
+    every: bool,
+) -> str:
+    """The line to print: "paused trial 0", "trial 0 pauses at its next report", "resumed
+    trial 1; trial 3 waits for a worker"; with `every` ("all"), of the trials it changed."""
+    done: list[int] = []
+    later: list[int] = []
+    for trial_id in chosen:
+        trial = now.get(trial_id)
+        if trial is None:
+            continue
+        was = before.get(trial_id)
+        if verb == "pause":
+            if was is TrialStatus.PAUSED or trial.status.is_finished:
+                continue
+            (done if trial.status is TrialStatus.PAUSED else later).append(trial_id)
+        elif verb == "resume":
+            if was is not TrialStatus.PAUSED:
+                continue
+            (done if trial.status is TrialStatus.RUNNING else later).append(trial_id)
+        else:
+            if was is not None and was.is_finished:
+                continue
+            (done if trial.status.is_finished else later).append(trial_id)
+    parts = []
+    if done:
+        parts.append(f"{_DONE[verb]} {_trials(done)}")
+    if later:
+        one, several, when_one, when_several = _LATER[verb]
+        if len(later) == 1:
+            line = f"{_trials(later)} {one} {when_one}"
+        else:
+            line = f"{_trials(later)} {several} {when_several}"
+        if verb == "resume":
+            resumes = [now[i] for i in later if now[i].has_checkpoint]
+            if len(later) == 1 and resumes:
+                line += f" (from iter {resumes[0].checkpoint_iteration})"
+        parts.append(line)
+    if not parts:
+        return f"no trial to {verb}" if every else f"{_trials(chosen)}: nothing to {verb}"
+    if every and verb == "pause":
+        parts.append("no new trial starts until %tune resume all")
+    return "; ".join(parts)
+
+
+def _trials(ids: Iterable[int]) -> str:
+    ids = list(ids)
+    return f"trial {ids[0]}" if len(ids) == 1 else f"trials {', '.join(map(str, ids))}"
+
+
+class BestResult(dict):
+    """What `%tune best` returns: `{"config": tuner.best_config, "result": tuner.best_result}`,
+    a dict to use in code, shown in the notebook as a short summary with every number to four
+    significant digits (`nbtune.metrics.format_number`):
+
+        best loss = 0.03333 · trial 0, iteration 3
+        config: lr=0.1, model/layers=1
+        also reported: acc=0.9123
+    """
+
+    def __init__(self, tuner: Tuner) -> None:
+        super().__init__(config=tuner.best_config, result=tuner.best_result)
+        self.metric = tuner.metric
+
+    def __repr__(self) -> str:
+        config, result = self["config"], self["result"]
+        if result is None:
+            return f"no result of {self.metric!r} yet"
+        lines = [
+            f"best {self.metric} = {format_value(result.get(self.metric))} · trial "
+            f"{result.get('trial_id')}, iteration {result.get(ITERATION)}"
+        ]
+        if config is not None:
+            flat = SearchSpace.flatten(config)
+            lines.append("config: " + ", ".join(f"{k}={format_value(v)}" for k, v in flat.items()))
+        others = {k: v for k, v in result.items() if k not in (*RESULT_KEYS, self.metric)}
+        if others:
+            lines.append(
+                "also reported: " + ", ".join(f"{k}={format_value(v)}" for k, v in others.items())
+            )
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
 
 
 def _one_line(prog: str, call: Callable[..., Any], *args: Any) -> Any:

@@ -241,6 +241,26 @@ def test_pause_and_resume_trials_or_all_of_them(kernel):
     )
 
 
+def test_pause_resume_and_stop_say_what_they_did(kernel):
+    kernel.check("""
+        %tune train --space space --samples 2 --concurrency 1 --name ack --no-display --as t
+        wait_until(t, lambda: reported(t, 0))
+    """)
+    assert kernel.run("%tune add lr=0.3 model/layers=1").result == "1", "trial 0 holds the worker"
+    assert kernel.run("%tune add lr=0.4 model/layers=1").result == "2"
+    assert kernel.check("%tune pause 1 2") == "paused trials 1, 2\n", "waiting: at once"
+    assert kernel.check("%tune resume 1") == "trial 1 waits for a worker\n", "0 holds it"
+    assert kernel.check("%tune stop 2") == "stopped trial 2\n", "a paused trial: at once"
+    assert kernel.check("%tune pause 0") in (
+        "trial 0 pauses at its next report\n",
+        "paused trial 0\n",  # if its next report came before the line was written
+    )
+    kernel.check('wait_until(t, lambda: statuses(t)[0] == "PAUSED")')
+    assert kernel.check("%tune pause 0") == "trial 0: nothing to pause\n"
+    assert kernel.check("%tune stop").startswith("the run 'ack' ")
+    assert kernel.check("t.wait(30)") == ""
+
+
 def test_stop_a_trial_or_force_it_or_end_the_run(kernel):
     kernel.check("""
         %tune train --space space --samples 2 --concurrency 2 --name halt --no-display --as t
@@ -366,6 +386,11 @@ def test_status_df_best_and_wait(kernel):
         print(best == {"config": t.best_config, "result": t.best_result})
         print(best["config"]["lr"], best["result"]["loss"])
     """).splitlines() == ["True", "0.1 0.03333333333333333"]
+    layers = kernel.check('print(t.best_config["model"]["layers"])').strip()
+    assert kernel.run("%tune best").result.splitlines() == [
+        "best loss = 0.03333 · trial 0, iteration 3",
+        f"config: lr=0.1, model/layers={layers}",
+    ], "a short summary, four significant digits"
 
 
 def test_help_and_docstring_show_the_usage(kernel):

@@ -45,21 +45,27 @@ import ipywidgets as widgets
 
 from nbtune.events import Event, ExperimentDone
 from nbtune.front_end import DashboardSource
-from nbtune.metrics import format_number
 from nbtune.objectives import is_several, mode_of, primary
 from nbtune.storage import error_file
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import ReportedKeys, log_scale_names, ranked
 from nbtune.ui.hints import SpaceHints
-from nbtune.ui.summary import SummarySlot, best_html, counts_html, title_html
+from nbtune.ui.summary import (
+    SummarySlot,
+    best_html,
+    counts_html,
+    done_html,
+    ran_count,
+    title_html,
+)
 from nbtune.ui.table import (
     STATUS_FILTERS,
     StaticTable,
     TableView,
     TrialTableWidget,
+    frame_html,
     page_state,
     table_page,
-    text_formatters,
 )
 from nbtune.ui.timeline import TimelineTab
 from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
@@ -111,6 +117,9 @@ class Dashboard:
         self.command_error = ""
         self.notice = ""
         self._started = time.time()
+        self._plan: int | None = None
+        """The most trials the run planned while it was live: once it ends, the header says
+        how many of them ran."""
         self._shown_at: float | None = None
         self._disk = ""
         self._disk_read_at = -math.inf
@@ -294,8 +303,8 @@ class Dashboard:
             self.message.value = text
 
     def _draw_top(self, trials: Sequence[Trial], live: bool) -> None:
-        metric, _ = primary(self.source.metric, self.source.mode)
-        page = table_page(trials, metric, self.view, live, self._planned(trials))
+        metric, mode = self.source.metric, self.source.mode
+        page = table_page(trials, metric, self.view, live, self._planned(trials), mode)
         self.view = TableView(
             self.view.sort, self.view.descending, self.view.status, page.page, self.view.page_size
         )
@@ -307,10 +316,13 @@ class Dashboard:
             eta = getattr(self.source, "eta_s", None) if running else None
             self.title.value = title_html(self.source.name, run_state, elapsed, eta)
             finished = sum(trial.status.is_finished for trial in trials)
-            planned = len(trials) + page.unstarted
-            self.progress.max = max(1, planned)
+            planned: int | None = len(trials) + page.unstarted
+            if not live:  # how many ran, of the plan seen while live (None: not known)
+                finished = ran_count(trials)
+                planned = None if self._plan is None else max(self._plan, len(trials))
+            self.progress.max = max(1, planned or len(trials))
             self.progress.value = min(finished, self.progress.max)
-            self.done.value = f"<b>{finished} / {planned}</b> trials done&nbsp;"
+            self.done.value = done_html(finished, planned, None if live else self.source.state)
             self.counts.value = counts_html(page.counts) + self._checkpoints_on_disk(trials)
             self.best.value = best_html(trials, self.source.metric, self.source.mode)
             self.controls.layout.display = "" if live else "none"
@@ -331,7 +343,10 @@ class Dashboard:
         planned = self.source.planned_trials
         if planned is None:
             return None
-        return planned + sum(trial.origin != "searcher" for trial in trials)
+        planned += sum(trial.origin != "searcher" for trial in trials)
+        if self.live:
+            self._plan = max(self._plan or 0, planned)
+        return planned
 
     def _checkpoints_on_disk(self, trials: Sequence[Trial]) -> str:
         """The run's checkpoints in megabytes, read from disk at most every few seconds."""
@@ -349,10 +364,7 @@ class Dashboard:
         if tab == "dataframe":
             from nbtune.results import trials_frame
 
-            frame = trials_frame(trials, metric, mode, rows=rows)
-            self.frame.value = frame.to_html(
-                max_rows=60, float_format=format_number, formatters=text_formatters(frame)
-            )
+            self.frame.value = frame_html(trials_frame(trials, metric, mode, rows=rows))
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":

@@ -167,3 +167,59 @@ def _legend(featured: Sequence[Curve], width: int, height: int, ink: str) -> lis
             f"trial {curve.trial_id}</text>"
         )
     return parts
+
+
+def trial_curve_svg(
+    metric: str,
+    x: Sequence[float],
+    y: Sequence[float],
+    color: str,
+    width: int = 320,
+    height: int = 100,
+) -> str:
+    """One trial's `metric` by iteration as a small `<svg>`, for the dashboard's trial tab.
+
+    The line is in the trial's colour (as in every chart), with a dot at its last value; the
+    title says that value, the axes the first and last iteration and the lowest and highest
+    value. Text and frame are drawn in `currentColor`, the page's own text colour, so the
+    picture reads on a light and a dark theme alike.
+    """
+    title = html.escape(metric)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" font-family="sans-serif" font-size="10" '
+        f'fill="currentColor" class="nbtune-trial-curve">',
+        f"<title>{title} by iteration</title>",
+    ]
+    if not x:
+        parts.append(f'<text x="4" y="{height / 2:.1f}">no value of {title} yet</text></svg>')
+        return "".join(parts)
+    left, right, top, bottom = 52, width - 8, 16, height - 16
+    x_low, x_high = _padded(min(x), max(x))
+    y_low, y_high = _padded(min(y), max(y))
+
+    def px(value: float) -> float:
+        return left + (value - x_low) / (x_high - x_low) * (right - left)
+
+    def py(value: float) -> float:
+        return bottom - (value - y_low) / (y_high - y_low) * (bottom - top)
+
+    keep = thin_indexes(len(x), MAX_SVG_POINTS)
+    points = " ".join(f"{px(x[i]):.1f},{py(y[i]):.1f}" for i in keep)
+    parts += [
+        f'<text x="{left}" y="11">{title} · last {format_number(y[-1])} '
+        f"(iter {format_number(x[-1])})</text>",
+        f'<polyline fill="none" stroke="currentColor" stroke-opacity="0.4" '
+        f'points="{left},{top} {left},{bottom} {right},{bottom}"/>',
+        *(
+            f'<text x="{left - 4}" y="{py(value) + 3.5:.1f}" text-anchor="end">'
+            f"{format_number(value)}</text>"
+            for value in sorted({min(y), max(y)})
+        ),
+        f'<text x="{left}" y="{height - 3}">{format_number(x[0])}</text>',
+        f'<text x="{right}" y="{height - 3}" text-anchor="end">{format_number(x[-1])}</text>',
+        f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{points}"/>',
+        f'<circle cx="{px(x[-1]):.1f}" cy="{py(y[-1]):.1f}" r="2.5" fill="{color}"/>',
+        "</svg>",
+    ]
+    return "".join(parts)

@@ -6,6 +6,7 @@ nbviewer show this instead. The dashboard's header uses the same pieces.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import logging
 import threading
@@ -13,11 +14,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nbtune.front_end import DashboardSource
-from nbtune.metrics import format_number
+from nbtune.metrics import finite, format_number
 from nbtune.objectives import is_several, pareto_trials, primary
 from nbtune.results import trials_frame
 from nbtune.trial import Trial, TrialStatus
-from nbtune.ui.data import clipped, config_text, history_data, ranked
+from nbtune.ui.data import (
+    FEATURED_CURVES,
+    HistoryData,
+    clipped,
+    config_text,
+    history_data,
+    ranked,
+)
 from nbtune.ui.static import learning_curves_svg
 from nbtune.ui.table import HOVER_CHARS, badge, status_counts, text_formatters
 
@@ -41,6 +49,27 @@ def duration_text(seconds: float) -> str:
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def done_html(done: int, planned: int | None, ended: str | None = None) -> str:
+    """The header's progress in words: "3 / 20 trials done" while the run goes on; once it has
+    `ended` (its state: "finished", "stopped", ...), how many trials ran (`ran_count`) of how
+    many it planned, "4 of 20 planned trials ran · stopped", or without a known plan
+    (`planned` None) "4 trials ran · stopped"."""
+    if ended is None:
+        return f"<b>{done} / {planned}</b> trials done&nbsp;"
+    of = "" if planned is None else f" of {planned}"
+    what = "planned trials ran" if planned is not None else "trials ran"
+    return f"<b>{done}{of}</b> {what} · {html.escape(ended)}&nbsp;"
+
+
+def ran_count(trials: Sequence[Trial]) -> int:
+    """How many of `trials` ran at all: reported, spent time running, or failed (a trial
+    stopped in the queue when the run ended never ran)."""
+    return sum(
+        trial.iteration > 0 or trial.runtime_s > 0 or trial.status is TrialStatus.ERROR
+        for trial in trials
+    )
 
 
 def counts_html(counts: Mapping[str, int]) -> str:
@@ -98,11 +127,41 @@ def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
 
 
 def _curves_svg(trials: Sequence[Trial], rows: Any, metric: Any, mode: Any) -> str:
-    metric, mode = primary(metric, mode)
-    if metric is None:
+    first, first_mode = primary(metric, mode)
+    if first is None:
         return ""
-    data = history_data(trials, rows, metric, mode)
+    data = history_data(trials, rows, first, first_mode)
+    if is_several(metric):
+        data = featured_by_front(data, trials, metric, mode)
     return learning_curves_svg(data) if data.curves else ""
+
+
+def featured_by_front(
+    data: HistoryData, trials: Sequence[Trial], metric: Sequence[str], mode: Sequence[str]
+) -> HistoryData:
+    """The curves of a run of several metrics coloured as a run of one metric has them.
+
+    `history_data` colours the best `FEATURED_CURVES` trials by their best value, which no
+    trial has when there are several metrics (every curve would be faint): here the trials of
+    the Pareto front come first, then the others by their last value of the first metric, and
+    the front's first three are drawn bold as the best.
+    """
+    front = [trial.trial_id for trial in pareto_trials(trials, metric, mode)]
+    first, first_mode = primary(metric, mode)
+    sign = 1.0 if first_mode == "min" else -1.0
+    scored = [
+        (sign * value, trial.trial_id)
+        for trial in trials
+        if trial.trial_id not in front
+        and (value := finite(trial.last_result.get(first))) is not None
+    ]
+    order = front + [trial_id for _, trial_id in sorted(scored)]
+    drawn = [curve.trial_id for curve in data.curves]
+    featured = set(drawn) if len(drawn) <= FEATURED_CURVES else set(order[:FEATURED_CURVES])
+    curves = tuple(
+        dataclasses.replace(curve, featured=curve.trial_id in featured) for curve in data.curves
+    )
+    return HistoryData(data.metric, curves, tuple(front[:3]))
 
 
 class SummarySlot:

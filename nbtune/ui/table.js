@@ -50,6 +50,10 @@ function render({ model, el }) {
   // changes text, not elements, so a click held on a line or its button is never lost.
   const lines = new Map();
   let columnKeys = "";
+  // One line, kept, that says why the table is empty ("no paused trials (of 64): ...").
+  const emptyCell = element("td", { class: "nbtune-empty" });
+  const emptyLine = element("tr");
+  emptyLine.appendChild(emptyCell);
 
   function newLine(id, columns) {
     const tr = element("tr", { "data-trial": String(id) });
@@ -59,7 +63,7 @@ function render({ model, el }) {
       if (column.numeric) td.classList.add("nbtune-number");
       if (column.key.startsWith("config/")) td.classList.add("nbtune-config");
       if (column.key === "status") {
-        td.appendChild(element("span", { class: "nbtune-badge" }));
+        td.append(element("span", { class: "nbtune-badge" }), element("span", { class: "nbtune-note" }));
       } else if (column.key === "id") {
         td.append(element("span", { class: "nbtune-swatch", title: "its colour in the charts" }), "");
       }
@@ -99,6 +103,7 @@ function render({ model, el }) {
         const badge = td.firstChild;
         setText(badge, text);
         badge.style.background = row.color;
+        setText(td.lastChild, row.note || "");
       } else if (key === "id") {
         td.firstChild.style.background = row.swatch;
         if (td.lastChild.nodeValue !== text) td.lastChild.nodeValue = text;
@@ -147,6 +152,14 @@ function render({ model, el }) {
         line.tr.remove();
         lines.delete(id);
       }
+    }
+    const empty = !(state.rows || []).length && state.empty ? state.empty : "";
+    if (empty) {
+      emptyCell.colSpan = columns.length + 1;
+      setText(emptyCell, empty);
+      if (emptyLine.parentNode !== body) body.appendChild(emptyLine);
+    } else if (emptyLine.parentNode) {
+      emptyLine.remove();
     }
     filter.value = model.get("status");
     setText(where, state.footer || "");

@@ -17,7 +17,7 @@ import html
 import math
 import pathlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,8 @@ import ipywidgets as widgets
 import traitlets
 
 from nbtune.metrics import finite, format_value
+from nbtune.objectives import is_several, pareto_trials
+from nbtune.objectives import names as metric_names
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.data import clipped, config_text, trial_color
@@ -44,6 +46,11 @@ CONFIG_WIDTH = 48
 HOVER_CHARS = 1000
 """Characters of a trial's configuration on hover over its line, and of a value in the trial
 tab: enough to read, bounded so that a huge value costs the browser little at each redraw."""
+STATUS_ORDER = {"RUNNING": 0, "PAUSED": 0, "PENDING": 1, "TERMINATED": 2, "ERROR": 2}
+"""How sorting by status orders the trials (the table's default): the running and paused ones
+first, then those waiting, then those that ended, each by id."""
+FRONT_MARK = "★"
+"""What the "Pareto" column shows for a trial on the Pareto front of several metrics."""
 
 Command = Callable[[str, int], None]
 """Called with ("pause" | "resume" | "stop", trial_id) when a row's button is clicked."""
@@ -93,6 +100,8 @@ class TableRow:
     cells: Mapping[str, str]
     config: str
     actions: tuple[str, ...]
+    note: str = ""
+    """Why the trial waits, next to its status: "resumes from iter 12", "holds its worker"."""
 
 
 @dataclass(frozen=True)
@@ -106,13 +115,19 @@ class TablePage:
     matching: int
     unstarted: int = 0
     counts: Mapping[str, int] = field(default_factory=dict)
+    empty: str = ""
+    """What the table says in place of its lines when it has none: "no paused trials"."""
 
 
 @dataclass(frozen=True)
 class TableView:
-    """How the user looks at the table: sort column and direction, status filter, page."""
+    """How the user looks at the table: sort column and direction, status filter, page.
 
-    sort: str = "id"
+    By default it sorts by status (`STATUS_ORDER`): what runs, and what the user paused, is on
+    the first page however many trials have ended.
+    """
+
+    sort: str = "status"
     descending: bool = False
     status: str = "all"
     page: int = 0
@@ -134,25 +149,35 @@ class TableView:
 
 def table_page(
     trials: Sequence[Trial],
-    metric: str | None,
+    metric: str | Sequence[str] | None,
     view: TableView,
     live: bool,
     planned: int | None = None,
+    mode: str | Sequence[str] = "min",
 ) -> TablePage:
     """The page of `trials` that `view` shows, with a column per parameter.
 
-    `planned` is how many trials the run will have in all, where known: those the searcher has
-    not suggested yet are counted as `unstarted` (shown as pending, under the table).
+    With one metric, its last and best values have a column each; with several (a list, each
+    with its mode in `mode`), each metric's last value has one, and a "Pareto" column marks the
+    trials on their Pareto front. `planned` is how many trials the run will have in all, where
+    known: those the searcher has not suggested yet are counted as `unstarted` (shown as
+    pending, under the table).
     """
+    front = (
+        {trial.trial_id for trial in pareto_trials(trials, metric, mode)}
+        if is_several(metric)
+        else set()
+    )
     columns = _columns(trials, metric)
-    values = [_values(trial, metric, columns) for trial in trials]
+    values = [_values(trial, metric, columns, front) for trial in trials]
     chosen = [
         (trial, row)
         for trial, row in zip(trials, values, strict=True)
         if view.status == "all" or trial.status.value.lower() == view.status
     ]
     key = view.sort if any(column.key == view.sort for column in columns) else "id"
-    chosen.sort(key=lambda pair: _sort_key(pair[1].get(key)), reverse=view.descending)
+    sort_key = _status_key if key == "status" else _sort_key
+    chosen.sort(key=lambda pair: sort_key(pair[1].get(key)), reverse=view.descending)
     if view.descending:
         missing = [pair for pair in chosen if _missing(pair[1].get(key))]
         chosen = [pair for pair in chosen if not _missing(pair[1].get(key))] + missing
@@ -164,7 +189,17 @@ def table_page(
     if unstarted:
         counts["PENDING"] = counts.get("PENDING", 0) + unstarted
     rows = tuple(_row(trial, row, columns, live) for trial, row in shown)
-    return TablePage(tuple(columns), rows, page, pages, len(chosen), unstarted, counts)
+    empty = "" if chosen else _empty(view.status, len(trials), unstarted)
+    return TablePage(tuple(columns), rows, page, pages, len(chosen), unstarted, counts, empty)
+
+
+def _empty(status: str, total: int, unstarted: int) -> str:
+    """What an empty table says: that the filter matches nothing, or that no trial exists yet."""
+    if status == "all":
+        return "no trials yet" + (f": {unstarted} planned" if unstarted else "")
+    if not total:
+        return f"no {status} trials: no trials yet"
+    return f"no {status} trials (of {total}): show all to see them"
 
 
 def status_counts(trials: Sequence[Trial]) -> dict[str, int]:
@@ -175,14 +210,19 @@ def status_counts(trials: Sequence[Trial]) -> dict[str, int]:
     return counts
 
 
-def _columns(trials: Sequence[Trial], metric: str | None) -> list[Column]:
+def _columns(trials: Sequence[Trial], metric: str | Sequence[str] | None) -> list[Column]:
     names: dict[str, bool] = {}
     for trial in trials:
         for name, value in SearchSpace.flatten(trial.config).items():
             numeric = finite(value) is not None and not isinstance(value, bool)
             names[name] = names.get(name, True) and numeric
-    metric_columns = [] if metric is None else [Column("last", f"last {metric}")]
-    metric_columns += [] if metric is None else [Column("best", f"best {metric}")]
+    if is_several(metric):
+        metric_columns = [Column(f"last/{name}", f"last {name}") for name in metric_names(metric)]
+        metric_columns.append(Column("pareto", "Pareto", numeric=False))
+    elif metric is not None:
+        metric_columns = [Column("last", f"last {metric}"), Column("best", f"best {metric}")]
+    else:
+        metric_columns = []
     return [
         Column("status", "status", numeric=False),
         Column("id", "id"),
@@ -194,13 +234,19 @@ def _columns(trials: Sequence[Trial], metric: str | None) -> list[Column]:
     ]
 
 
-def _values(trial: Trial, metric: str | None, columns: Sequence[Column]) -> dict[str, Any]:
+def _values(
+    trial: Trial,
+    metric: str | Sequence[str] | None,
+    columns: Sequence[Column],
+    front: Collection[int] = (),
+) -> dict[str, Any]:
     config = SearchSpace.flatten(trial.config)
     values: dict[str, Any] = {
         "status": trial.status.value,
         "id": trial.trial_id,
-        "last": None if metric is None else trial.last_result.get(metric),
+        "last": trial.last_result.get(metric) if isinstance(metric, str) else None,
         "best": trial.best_value,
+        "pareto": FRONT_MARK if trial.trial_id in front else None,
         "iteration": trial.iteration,
         "runtime": _runtime(trial),
         "stopped_by": trial.stopped_by or "",
@@ -208,6 +254,8 @@ def _values(trial: Trial, metric: str | None, columns: Sequence[Column]) -> dict
     for column in columns:
         if column.key.startswith("config/"):
             values[column.key] = config.get(column.key.removeprefix("config/"))
+        elif column.key.startswith("last/"):
+            values[column.key] = trial.last_result.get(column.key.removeprefix("last/"))
     return values
 
 
@@ -222,7 +270,30 @@ def _row(
         cells,
         config,
         possible_actions(trial) if live else (),
+        waiting_note(trial) if live else "",
     )
+
+
+def waiting_note(trial: Trial) -> str:
+    """Why a trial that is not running waits, and how it goes on: a pending trial that ran
+    before (resumed, or restarted after a failure), or a paused one; "" for the others (a
+    pending trial that never ran simply waits for its turn)."""
+    if trial.status is TrialStatus.PENDING:
+        if trial.has_checkpoint:
+            return f"waits for a worker · resumes from iter {trial.checkpoint_iteration}"
+        if trial.attempts > 1:
+            return f"waits for a worker · attempt {trial.attempts}, from the start"
+        if trial.iteration:
+            return "waits for a worker · starts over (no checkpoint)"
+        return ""
+    if trial.status is TrialStatus.PAUSED:
+        if trial.paused_by == "suspend":
+            return "holds its worker (cannot checkpoint)"
+        if trial.paused_by == "checkpoint" and trial.has_checkpoint:
+            return f"at iter {trial.checkpoint_iteration}, worker freed"
+        if trial.paused_by == "queue" or not trial.iteration:
+            return "not started yet"
+    return ""
 
 
 def _cell(key: str, value: Any) -> str:
@@ -235,6 +306,10 @@ def _cell(key: str, value: Any) -> str:
 
 def _missing(value: Any) -> bool:
     return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+def _status_key(status: Any) -> int:
+    return STATUS_ORDER.get(status, len(STATUS_ORDER))
 
 
 def _sort_key(value: Any) -> tuple:
@@ -275,12 +350,14 @@ def page_state(page: TablePage) -> dict[str, Any]:
                 "cells": dict(row.cells),
                 "config": row.config,
                 "actions": list(row.actions),
+                "note": row.note,
             }
             for row in page.rows
         ],
         "page": page.page,
         "pages": page.pages,
         "footer": _footer(page),
+        "empty": page.empty,
     }
 
 
@@ -303,7 +380,7 @@ class TrialTableWidget(anywidget.AnyWidget):
     _esm = pathlib.Path(__file__).with_name("table.js")
     _css = pathlib.Path(__file__).with_name("table.css")
     table = traitlets.Dict().tag(sync=True)
-    sort = traitlets.Unicode("id").tag(sync=True)
+    sort = traitlets.Unicode(TableView.sort).tag(sync=True)
     descending = traitlets.Bool(False).tag(sync=True)
     status = traitlets.Unicode("all").tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
@@ -401,12 +478,95 @@ def static_table_html(state: Mapping[str, Any]) -> str:
         for column in state["columns"]:
             text = html.escape(row["cells"].get(column["key"], ""))
             if column["key"] == "status":
-                text = badge(row["status"])
+                text = badge(row["status"]) + _note_html(row.get("note", ""))
             align = "right" if column["numeric"] else "left"
             cells.append(f'<td style="text-align:{align};padding:1px 8px">{text}</td>')
         lines.append(f'<tr title="{html.escape(row["config"])}">{"".join(cells)}</tr>')
+    if not state["rows"] and state.get("empty"):
+        lines.append(
+            f'<tr><td colspan="{len(state["columns"])}" style="padding:6px 8px;opacity:.7">'
+            f"<i>{html.escape(state['empty'])}</i></td></tr>"
+        )
     return (
         '<table class="nbtune-static-table" style="border-collapse:collapse;white-space:nowrap">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
         f"<div style='font-size:11px;opacity:.7'>{html.escape(state['footer'])}</div>"
     )
+
+
+def _note_html(note: str) -> str:
+    return f" <span style='font-size:11px;opacity:.75'>{html.escape(note)}</span>" if note else ""
+
+
+FRAME_ROWS = 60
+"""Lines of the dataframe tab: the first this many trials (the DataFrame has them all)."""
+FRAME_STYLE = (
+    "<style>"
+    ".nbtune-frame{border-collapse:collapse;white-space:nowrap;font-size:12px;"
+    "font-family:var(--jp-ui-font-family,sans-serif);color:var(--jp-ui-font-color1,inherit)}"
+    ".nbtune-frame th{text-align:left;font-weight:600;padding:2px 8px;position:sticky;top:0;"
+    "background:var(--jp-layout-color1,transparent);"
+    "border-bottom:1px solid var(--jp-border-color1,rgba(128,128,128,.5))}"
+    ".nbtune-frame td{padding:1px 8px;"
+    "border-bottom:1px solid var(--jp-border-color3,rgba(128,128,128,.2))}"
+    ".nbtune-frame .nbtune-number{text-align:right;font-variant-numeric:tabular-nums}"
+    ".nbtune-frame tbody tr:hover td{background:var(--jp-layout-color2,rgba(128,128,128,.12))}"
+    ".nbtune-frame-note{font-size:11px;opacity:.7;margin-top:2px}"
+    "</style>"
+)
+"""The dataframe tab's look: the table's own (fonts, light rules), in the notebook's theme
+colours (JupyterLab's CSS variables, which follow a dark theme), greys that read on either
+where those are missing."""
+
+
+def frame_html(frame: Any, max_rows: int = FRAME_ROWS) -> str:
+    """A DataFrame (`Tuner.dataframe()`) as the dataframe tab shows it: a missing value blank
+    (None, NaN and pandas' <NA> alike), values by `format_value` (four significant digits),
+    numbers right-aligned, text cut to a cell's width (`CONFIG_WIDTH`), light
+    rules, the notebook's fonts and theme; its first `max_rows` lines, and how many more there
+    are."""
+    numeric = [_numeric_dtype(dtype) for dtype in frame.dtypes]
+    right = ' class="nbtune-number"'
+    head = "".join(
+        f"<th{right if number else ''}>{html.escape(str(name))}</th>"
+        for name, number in zip(frame.columns, numeric, strict=True)
+    )
+    lines = []
+    for values in frame.head(max_rows).itertuples(index=False, name=None):
+        cells = []
+        for value, number in zip(values, numeric, strict=True):
+            text = html.escape(_frame_cell(value))
+            cells.append(f"<td{right if number else ''}>{text}</td>")
+        lines.append(f"<tr>{''.join(cells)}</tr>")
+    more = len(frame) - max_rows
+    note = (
+        f"<div class='nbtune-frame-note'>the first {max_rows} of {len(frame)} trials; "
+        "tuner.dataframe() has them all</div>"
+        if more > 0
+        else ""
+    )
+    return (
+        f"{FRAME_STYLE}<table class='nbtune-frame'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(lines)}</tbody></table>{note}"
+    )
+
+
+def _numeric_dtype(dtype: Any) -> bool:
+    """Whether a column holds numbers (not booleans): its cells are right-aligned."""
+    return getattr(dtype, "kind", "") in "iuf"
+
+
+def _frame_cell(value: Any) -> str:
+    """A cell of the dataframe tab, cut to a cell's width (the trial tab shows a value whole):
+    blank if missing."""
+    return "" if _missing_scalar(value) else clipped(format_value(value), CONFIG_WIDTH)
+
+
+def _missing_scalar(value: Any) -> bool:
+    """None, NaN, pandas' NA or NaT; never a list or an array of them."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    try:
+        return bool(value != value)
+    except (TypeError, ValueError):
+        return False

@@ -7,7 +7,9 @@ import contextlib
 import html
 import json
 import os
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +18,14 @@ from typing import Any
 import ipywidgets as widgets
 
 from nbtune.front_end import DashboardSource
-from nbtune.objectives import primary
+from nbtune.metrics import finite
+from nbtune.objectives import names, primary
 from nbtune.space import SearchSpace
 from nbtune.storage import error_file, output_file
-from nbtune.trial import Trial
-from nbtune.ui.table import HOVER_CHARS, badge, short
+from nbtune.trial import ITERATION, Trial
+from nbtune.ui.data import trial_color
+from nbtune.ui.static import trial_curve_svg
+from nbtune.ui.table import HOVER_CHARS, badge, short, waiting_note
 
 OUTPUT_LINES = 200
 """Lines of a trial's output the per-trial view shows (its last ones)."""
@@ -217,17 +222,21 @@ def trial_html(
     rows: Sequence[Mapping[str, Any]],
     trial: Trial | None,
 ) -> str:
-    """The per-trial view: status, configuration, every metric of its last result, its error
-    and traceback, and the end of what it printed."""
+    """The per-trial view: status, a small curve of each tuned metric, configuration, every
+    metric of its last result (its time as a local date), its error and traceback, and the end
+    of what it printed."""
     if trial is None:
         return "<i>no trials yet; click a trial in the table to see it here</i>"
     config = SearchSpace.flatten(trial.config)
+    note = waiting_note(trial) if source.live else ""
     parts = [
         f"<b>trial {trial.trial_id}</b> {badge(trial.status.value)} · iteration {trial.iteration}"
+        + (f" · {html.escape(note)}" if note else "")
         + (f" · stopped by {html.escape(trial.stopped_by)}" if trial.stopped_by else ""),
         "<i>click a trial in the table to see it here</i>",
+        _curves_html(source, rows, trial),
         _pairs_table("configuration", config),
-        _pairs_table("last result", trial.last_result),
+        _pairs_table("last result", _readable(trial.last_result)),
     ]
     if trial.error:
         errors = error_file(source.path, trial.trial_id)
@@ -241,7 +250,79 @@ def trial_html(
         parts.append(
             f"<details><summary>output</summary><pre>{html.escape(output)}</pre></details>"
         )
-    return "<div class='nbtune-trial'>" + "".join(f"<div>{p}</div>" for p in parts) + "</div>"
+    return "<div class='nbtune-trial'>" + "".join(f"<div>{p}</div>" for p in parts if p) + "</div>"
+
+
+def _readable(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A result as the trial tab lists it: its time (epoch seconds) as a local date and time."""
+    shown = dict(result)
+    stamp = finite(shown.get("timestamp"))
+    if stamp is not None:
+        shown["timestamp"] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+    return shown
+
+
+def _curves_html(source: DashboardSource, rows: Sequence[Mapping[str, Any]], trial: Trial) -> str:
+    """A small curve of each tuned metric of the trial, side by side."""
+    metrics = names(source.metric)
+    if not metrics:
+        return ""
+    series = _series_of(source).read(rows, trial.trial_id, metrics)
+    color = trial_color(trial.trial_id)
+    return "".join(trial_curve_svg(metric, *series[metric], color) for metric in metrics)
+
+
+class TrialSeries:
+    """One trial's values of some metrics by iteration, taken from the run's results as they
+    come: each read goes through only the rows added since the last one (the results only
+    grow), so the trial tab costs the same at every redraw however long the run.
+
+    A trial that starts again from an earlier iteration (from a checkpoint, or from scratch
+    after a failure) goes on from there: its later points are dropped.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: tuple = ()
+        self._read = 0
+        self._points: dict[str, tuple[list[int], list[float]]] = {}
+
+    def read(
+        self, rows: Sequence[Mapping[str, Any]], trial_id: int, metrics: Sequence[str]
+    ) -> dict[str, tuple[list[int], list[float]]]:
+        with self._lock:
+            key = (trial_id, tuple(metrics))
+            if key != self._key or len(rows) < self._read:
+                self._key, self._read = key, 0
+                self._points = {metric: ([], []) for metric in metrics}
+            for index in range(self._read, len(rows)):
+                row = rows[index]
+                if row.get("trial_id") != trial_id:
+                    continue
+                iteration = row.get(ITERATION, 0)
+                for metric, (xs, ys) in self._points.items():
+                    while xs and xs[-1] >= iteration:
+                        xs.pop()
+                        ys.pop()
+                    value = finite(row.get(metric))
+                    if value is not None:
+                        xs.append(iteration)
+                        ys.append(value)
+            self._read = len(rows)
+            return {metric: (list(xs), list(ys)) for metric, (xs, ys) in self._points.items()}
+
+
+_SERIES: weakref.WeakKeyDictionary[Any, TrialSeries] = weakref.WeakKeyDictionary()
+_SERIES_LOCK = threading.Lock()
+
+
+def _series_of(source: DashboardSource) -> TrialSeries:
+    """The trial tab's `TrialSeries` of a run, kept as long as the run's object lives."""
+    with _SERIES_LOCK:
+        try:
+            return _SERIES.setdefault(source, TrialSeries())
+        except TypeError:  # a source that cannot be weakly referenced or hashed
+            return TrialSeries()
 
 
 def _pairs_table(title: str, values: Mapping[str, Any]) -> str:

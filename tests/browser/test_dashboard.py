@@ -60,6 +60,8 @@ def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open
         "the run stopped",
     )
     page.locator(".widget-html-content", has_text="— stopped").wait_for(timeout=10_000)
+    header = page.locator(".widget-html-content", has_text="planned trials ran · stopped")
+    assert header.inner_text().startswith("2 of 2 planned"), "how many ran, not 'k / k'"
     notebook.wait_until_all_ran(timeout=60)
     launching_cell = page.locator(".jp-CodeCell", has=chart)
     summary = launching_cell.locator(".nbtune-summary")

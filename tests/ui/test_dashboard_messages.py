@@ -62,9 +62,12 @@ def test_the_table_s_messages_sort_filter_select_and_act(held_run, log):
     dashboard.redraw()
     assert dashboard.visible_ids() == [0, 1]
     assert "2 more planned, not started yet" in dashboard.table.table["footer"]
+    assert dashboard.table.sort == "status", "running trials first by default"
+    send(dashboard, {"type": "sort", "key": "id"})
     send(dashboard, {"type": "sort", "key": "id"})
     dashboard.redraw()
     assert dashboard.visible_ids() == [1, 0], "sorting by the same column reverses"
+    assert (dashboard.table.sort, dashboard.table.descending) == ("id", True)
     send(dashboard, {"type": "action", "action": "pause", "trial_id": 0})
     log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 0)
     send(dashboard, {"type": "filter", "status": "paused"})
