@@ -43,6 +43,7 @@ from nbtune.ui.data import (
     log_scale_names,
     numeric_keys,
     parameter_data,
+    trial_color,
 )
 from nbtune.ui.ticks import NUMBER_FORMAT, integer_ticks, log_ticks, nice_ticks
 
@@ -346,7 +347,11 @@ def parameter_scatter_figure(
                     "<extra></extra>"
                 ),
                 name=plain_text(axis.name),
-                marker={"size": 7, "opacity": 0.7},
+                marker={
+                    "size": 7,
+                    "opacity": 0.7,
+                    "color": [trial_color(trial_id) for trial_id in data.trial_ids],
+                },
             )
         _layout(
             figure,

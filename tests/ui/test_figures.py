@@ -19,6 +19,7 @@ from nbtune.ui.data import (
     history_data,
     importance_data,
     parameter_data,
+    trial_color,
 )
 from nbtune.ui.figures import (
     FAINT_COLOR,
@@ -351,3 +352,17 @@ def test_plots_of_a_finished_run_from_its_directory(make_tuner):
     assert "needs more trials" in note(nt.plot_param_importance(tuner.path, dark=True))
     with pytest.raises(TypeError, match="cannot plot int; pass a Tuner"):
         nt.plot_history(3)
+
+
+def test_each_trial_has_its_own_colour_in_every_parameter_panel(make_tuner):
+    tuner = make_tuner(
+        lambda config: nt.report(loss=config["a"] + config["b"]),
+        {"a": nt.uniform(0, 1), "b": nt.uniform(0, 1)},
+        metric="loss",
+        num_samples=4,
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    figure = nt.plot_param_scatter(tuner)
+    colours = [list(trace.marker.color) for trace in figure.data]
+    assert colours[0] == colours[1] == [trial_color(trial_id) for trial_id in range(4)]
