@@ -44,6 +44,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from nbtune.events import Event, ExperimentDone
+from nbtune.forecast import view_horizon
 from nbtune.front_end import DashboardSource
 from nbtune.objectives import is_several, mode_of, primary
 from nbtune.storage import error_file
@@ -371,7 +372,8 @@ class Dashboard:
             self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
         elif metric is not None or tab == "timeline":
             chart = self.charts[tab]
-            look = Look(self.dark, self.highlighted, self.log_scale)
+            horizon = view_horizon(self.source, trials) if tab == "learning curves" else None
+            look = Look(self.dark, self.highlighted, self.log_scale, horizon)
             if tab in self.pickers.widgets:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)

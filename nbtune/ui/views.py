@@ -45,6 +45,8 @@ class Look:
     dark: bool = False
     highlight: int | None = None
     log_scale: frozenset[str] | None = None
+    horizon: int | None = None
+    """Where the running curves' forecasts end (see `nbtune.forecast.view_horizon`)."""
 
 
 class ChartTab:
@@ -161,7 +163,7 @@ class ChartTab:
         metric, mode = primary(metric, mode)
         if self.name == "learning curves":
             figures.history_figure(
-                charts.history_data(trials, rows, metric, mode),
+                charts.history_data(trials, rows, metric, mode, horizon=look.horizon),
                 figure,
                 self._drawn,
                 highlight=look.highlight,

@@ -137,6 +137,11 @@ def test_a_live_run_shows_its_eta_and_plot_history_forecasts_to_the_stop_iterati
         dashboard = tuner.dashboard()
         dashboard.redraw()
         assert "left" in dashboard.title.value
+        dashboard.tabs.selected_index = dashboard.tab_names.index("learning curves")
+        dashboard.redraw()
+        chart = dashboard.charts["learning curves"].figure
+        live = [trace for trace in chart.data if (trace.name or "").endswith("forecast")]
+        assert live and live[0].x[-1] == pytest.approx(20), "the live chart aims at stop= too"
     finally:
         GO_ON.set()
     tuner.wait()
