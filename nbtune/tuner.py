@@ -376,24 +376,39 @@ class Tuner(ResultsView, Steering):
         (which take any `Tuner` argument, e.g. `stop=` or `callbacks=`, which are not saved).
         Call `start()` or `run()` on the result.
 
+        The run lives where its folder is now: a folder moved, copied or renamed carries on
+        there, under its new name, from the checkpoints it holds. A damaged folder carries on
+        with what can be read (see `nbtune.storage.ExperimentReader`). One whose driver died
+        right after `start()`, before it first saved the searcher and scheduler (no
+        `state.pkl`), carries on its trials with a fresh searcher and scheduler set up again:
+        pass `space=` (and `searcher=`, `scheduler=` if the run had its own).
+
         Runs written by older nbtunes are carried on too. One that this nbtune cannot carry on
         is refused in one line (ValueError) before anything in its folder is written.
 
         The directory's pickled state runs code when loaded: only restore runs you trust.
         """
-        reader = ExperimentReader(path)
+        folder = Path(os.path.abspath(path))  # "." or "runs/x/" name the folder too
+        reader = ExperimentReader(folder)
         spec = reader.spec()
         keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
         for key in (*keys, "resources_per_trial"):
             if key in spec:
                 options.setdefault(key, spec[key])
-        return cls(
-            trainable,
-            name=reader.path.name or spec["name"],
-            storage_path=reader.path.parent,
-            resume=True,
-            **options,
-        )
+        fresh = not reader.has_state
+        if fresh and options.get("space") is None:
+            raise ValueError(
+                f"{folder} has no state.pkl (its driver died before it first saved the "
+                "searcher and scheduler): pass the run's space, nbtune.Tuner.restore("
+                f"{str(folder)!r}, trainable, space=...), to carry on its trials"
+            )
+        tuner = cls(trainable, name=folder.name, storage_path=folder.parent, resume=True, **options)
+        if fresh:  # set up as a new run's are; `start` catches them up with the trials
+            tuner.scheduler.setup(tuner.metric, tuner.mode, tuner.seed)
+            tuner.searcher.setup(
+                tuner.space, tuner.metric, tuner.mode, tuner.num_samples, tuner.seed
+            )
+        return tuner
 
     def add_trial(self, config: Mapping[str, Any]) -> int:
         """Queue a hand-picked configuration (it must name every parameter); return its id.
