@@ -376,11 +376,9 @@ class Tuner(ResultsView, Steering):
         (which take any `Tuner` argument, e.g. `stop=` or `callbacks=`, which are not saved).
         Call `start()` or `run()` on the result.
 
-        The run lives where its folder is now: a folder moved, copied or renamed carries on
-        there, under its new name, from the checkpoints it holds. A damaged folder carries on
-        with what can be read (see `nbtune.storage.ExperimentReader`). One whose driver died
-        right after `start()`, before it first saved the searcher and scheduler (no
-        `state.pkl`), carries on its trials with a fresh searcher and scheduler set up again:
+        A folder moved, copied or renamed carries on where it is now, under its new name; a
+        damaged one, with what can be read (see `ExperimentReader`); one whose driver died
+        before it first saved its state (no `state.pkl`), with a fresh searcher and scheduler:
         pass `space=` (and `searcher=`, `scheduler=` if the run had its own).
 
         Runs written by older nbtunes are carried on too. One that this nbtune cannot carry on
@@ -392,15 +390,12 @@ class Tuner(ResultsView, Steering):
         reader = ExperimentReader(folder)
         spec = reader.spec()
         keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
-        for key in (*keys, "resources_per_trial"):
-            if key in spec:
-                options.setdefault(key, spec[key])
+        options = {**{k: spec[k] for k in (*keys, "resources_per_trial") if k in spec}, **options}
         fresh = not reader.has_state
         if fresh and options.get("space") is None:
             raise ValueError(
-                f"{folder} has no state.pkl (its driver died before it first saved the "
-                "searcher and scheduler): pass the run's space, nbtune.Tuner.restore("
-                f"{str(folder)!r}, trainable, space=...), to carry on its trials"
+                f"{folder} has no state.pkl (its driver died before saving it): carry its trials "
+                f"on with nbtune.Tuner.restore({str(folder)!r}, trainable, space=...)"
             )
         tuner = cls(trainable, name=folder.name, storage_path=folder.parent, resume=True, **options)
         if fresh:  # set up as a new run's are; `start` catches them up with the trials

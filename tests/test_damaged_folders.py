@@ -12,12 +12,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 from pathlib import Path
 
 import pytest
 import trainables
-from conftest import EventLog
 
 import nbtune as nt
 from nbtune.events import TrialPaused, TrialResult, TrialStarted
@@ -31,7 +31,15 @@ SPACE = {"steps": STEPS, "interval": 0.005, "checkpoint": True, "x": nt.grid([0,
 def stopped_run(tmp_path_factory):
     """A run stopped with trial 0 paused at its checkpoint, made once for the module."""
     runs = tmp_path_factory.mktemp("template")
-    log = EventLog()
+    at_3, paused = threading.Event(), threading.Event()
+
+    def watch(event):
+        if isinstance(event, TrialResult) and event.trial_id == 0:
+            if event.result["training_iteration"] >= 3:
+                at_3.set()
+        elif isinstance(event, TrialPaused) and event.trial_id == 0:
+            paused.set()
+
     tuner = nt.Tuner(
         trainables.steps,
         SPACE,
@@ -42,16 +50,12 @@ def stopped_run(tmp_path_factory):
         max_concurrent=1,
         keep_checkpoints=None,
         progress=False,
-        callbacks=[log],
+        callbacks=[watch],
     )
     tuner.start(display=False)
-    log.wait_for(
-        lambda e: (
-            isinstance(e, TrialResult) and e.trial_id == 0 and e.result["training_iteration"] >= 3
-        )
-    )
+    assert at_3.wait(30), "trial 0 never reached its third result"
     tuner.pause(0)
-    log.wait_for(lambda e: isinstance(e, TrialPaused) and e.trial_id == 0)
+    assert paused.wait(30), "trial 0 never paused"
     tuner.stop()
     assert tuner.wait(30)
     assert (tuner.path / "trials.json").exists(), "the run's end compacted the journal"
@@ -207,10 +211,13 @@ def test_a_torn_last_result_whose_checkpoint_was_written_is_run_again(run):
     assert trial.checkpoint == f"trials/0/checkpoints/checkpoint_{lost_at - 1:06d}.pkl"
     assert trial.checkpoint_iteration == lost_at - 1
 
-    log = EventLog()
-    tuner = nt.Tuner.restore(run, trainables.steps, executor=nt.ThreadExecutor(), callbacks=[log])
+    started = []
+    tuner = nt.Tuner.restore(
+        run, trainables.steps, executor=nt.ThreadExecutor(), callbacks=[started.append]
+    )
     tuner.run(display=False)
-    assert log.of(TrialStarted, 0)[0].restored_from == lost_at - 1
+    first = next(e for e in started if isinstance(e, TrialStarted) and e.trial_id == 0)
+    assert first.restored_from == lost_at - 1
     history = tuner.history()
     trial_0 = history[history["trial_id"] == 0]
     assert trial_0["training_iteration"].tolist() == list(range(1, STEPS + 1))

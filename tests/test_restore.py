@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import trainables
-from conftest import EventLog
 from kernels import Kernel
 
 import nbtune as nt
@@ -148,6 +147,10 @@ def test_a_run_whose_kernel_was_killed_carries_on(runs, log):
     assert_every_trial_complete_once(tuner)
 
 
+def first_start(events, trial_id):
+    return next(e for e in events if isinstance(e, TrialStarted) and e.trial_id == trial_id)
+
+
 def test_a_renamed_copy_carries_on_where_it_is_and_leaves_the_original_alone(
     make_tuner, stop_midway, runs
 ):
@@ -158,12 +161,14 @@ def test_a_renamed_copy_carries_on_where_it_is_and_leaves_the_original_alone(
     copy = runs / "orig-v1"
     shutil.copytree(tuner.path, copy)
 
-    log = EventLog()
-    again = nt.Tuner.restore(copy, trainables.steps, progress=False, callbacks=[log], stop=None)
+    started = []
+    again = nt.Tuner.restore(
+        copy, trainables.steps, progress=False, callbacks=[started.append], stop=None
+    )
     assert again.path == copy and again.name == "orig-v1"
     again.run()
 
-    assert log.of(TrialStarted, 0)[0].restored_from == paused_at
+    assert first_start(started, 0).restored_from == paused_at
     trial_0 = again.history().query("trial_id == 0")
     assert trial_0["training_iteration"].tolist() == list(range(1, STEPS + 1))
     assert (trial_0["step"] == trial_0["training_iteration"]).all(), "resumed at its checkpoint"
@@ -186,13 +191,15 @@ def test_a_moved_folder_carries_on_from_its_checkpoints_where_it_is_now(
 
     assert len(nt.load(elsewhere).history()) >= paused_at
     monkeypatch.chdir(elsewhere)
-    log = EventLog()
-    again = nt.Tuner.restore(".", trainables.steps, progress=False, callbacks=[log], stop=None)
+    started = []
+    again = nt.Tuner.restore(
+        ".", trainables.steps, progress=False, callbacks=[started.append], stop=None
+    )
     assert again.path == elsewhere
     again.run()
 
     assert not tuner.path.exists() and not (elsewhere / "moving").exists(), "no new run made"
-    assert log.of(TrialStarted, 0)[0].restored_from == paused_at
+    assert first_start(started, 0).restored_from == paused_at
     history = again.history()
     trial_0 = history[history["trial_id"] == 0]
     assert trial_0["training_iteration"].tolist() == list(range(1, STEPS + 1))
