@@ -296,6 +296,10 @@ id, which Windows would otherwise refuse to let a second writer read (its locks 
 mandatory). A lock past the end of a file is allowed there."""
 
 
+_UNGUARDED: list[bool] = []
+"""Holds one item once the process has warned that it cannot lock (once is enough)."""
+
+
 def _take(fd: int) -> bool:
     """Lock the file `fd` for this process alone, without waiting; False if another holds it.
 
@@ -315,11 +319,13 @@ def _take(fd: int) -> bool:
     try:
         import msvcrt
     except ImportError:
-        warnings.warn(
-            "this system has neither fcntl nor msvcrt: nbtune cannot stop a second run from "
-            "writing the same experiment folder; make sure only one does",
-            stacklevel=4,
-        )
+        if not _UNGUARDED:
+            _UNGUARDED.append(True)
+            warnings.warn(
+                "this system has neither fcntl nor msvcrt: nbtune cannot stop a second run "
+                "from writing the same experiment folder; make sure only one does",
+                stacklevel=4,
+            )
         return True
     os.lseek(fd, _LOCKED_BYTE, os.SEEK_SET)
     try:
