@@ -175,12 +175,13 @@ def private_dir(path: Path) -> Path:
 
 def check_private(path: Path) -> None:
     """Refuse an experiment folder that someone else could have written: one owned by another
-    user, writable by others, or holding a link (which a write would follow out of it).
+    user, writable by others, or holding a link (which a write would follow out of it). On
+    Windows, whose files have ACLs rather than an owner's id and mode bits, only links are.
 
     Raises:
         PermissionError: one line that says what is wrong and what to do.
     """
-    owner = os.geteuid() if hasattr(os, "geteuid") else None  # Windows: no owner ids
+    owner = os.geteuid() if hasattr(os, "geteuid") else None  # Windows: ACLs, no owner ids
     for found in [path, *path.rglob("*")]:
         info = found.lstat()
         name = "it" if found == path else found.relative_to(path)
@@ -188,7 +189,7 @@ def check_private(path: Path) -> None:
             problem = "is a link" if found == path else f"holds a link, {name}"
         elif owner is not None and info.st_uid != owner:
             problem = f"is owned by another user ({name})"
-        elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022:
+        elif owner is not None and stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022:
             problem = f"is writable by others ({name})"
         else:
             continue
@@ -339,10 +340,14 @@ _WRITTEN = (".lock", "results.jsonl", "trials.jsonl", "commands.jsonl", "trials"
 """What a run carried on writes in its folder, besides the folder itself."""
 
 
+_NO_FOLLOW = {"follow_symlinks": False} if os.access in os.supports_follow_symlinks else {}
+"""`os.access` asked about a link itself where the system can (Windows cannot)."""
+
+
 def check_writable(path: Path) -> None:
     """Raise a one-line PermissionError if a run carried on could not write `path`."""
     for found in (path, *(path / name for name in _WRITTEN)):
-        if os.path.lexists(found) and not os.access(found, os.W_OK, follow_symlinks=False):
+        if os.path.lexists(found) and not os.access(found, os.W_OK, **_NO_FOLLOW):
             raise PermissionError(
                 f"{path} cannot be written (no permission to write {found}); copy it to a "
                 f"folder of yours and carry the copy on, or read it with nbtune.load({str(path)!r})"
