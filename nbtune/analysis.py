@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from nbtune import environment
@@ -33,10 +34,11 @@ class ExperimentAnalysis(ResultsView):
         reader = ExperimentReader(path)
         self.path = reader.path
         self.spec = reader.spec()
-        self.name: str = self.spec["name"]
-        self.metric = self.spec["metric"]
-        self.mode = self.spec["mode"]
-        self.max_concurrent: int = self.spec["max_concurrent"]
+        self.name: str = Path(os.path.abspath(self.path)).name or self.spec.get("name", "")
+        """The folder's name, as a restore names the run (the spec's is where it began)."""
+        self.metric = self.spec.get("metric")
+        self.mode = self.spec.get("mode", "min")
+        self.max_concurrent: int = self.spec.get("max_concurrent") or 1
         outcome = reader.outcome()
         self.state: str = outcome["state"] if outcome else "unfinished"
         """How the run ended (finished, stopped, failed), or "unfinished": it still runs

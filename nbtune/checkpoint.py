@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import shutil
 import stat
 import tarfile
@@ -21,9 +20,7 @@ from typing import Any
 
 import cloudpickle
 
-from nbtune.storage import write_atomically
-
-_NAME = re.compile(r"checkpoint_(\d{6,})(\.pkl)?$")
+from nbtune.storage import checkpoint_iteration_of, stored_checkpoints, write_atomically
 
 
 @dataclass(frozen=True)
@@ -156,23 +153,12 @@ def load(path: str | os.PathLike) -> Any:
         return cloudpickle.load(file)
 
 
-def iteration_of(path: str | os.PathLike) -> int | None:
-    """The iteration a stored checkpoint was taken at, read from its name; None if the name
-    is not a checkpoint's."""
-    match = _NAME.match(Path(path).name)
-    return None if match is None else int(match.group(1))
+iteration_of = checkpoint_iteration_of
+"""The iteration a stored checkpoint was taken at, read from its name (None if the name is not
+a checkpoint's); the storage knows the names, as it reads them back for a restore."""
 
-
-def stored(folder: Path) -> dict[int, Path]:
-    """The checkpoints stored in a trial's checkpoint `folder`, by iteration."""
-    if not folder.is_dir():
-        return {}
-    found = {}
-    for entry in folder.iterdir():
-        iteration = iteration_of(entry)
-        if iteration is not None:
-            found[iteration] = entry
-    return found
+stored = stored_checkpoints
+"""The checkpoints stored in a trial's checkpoint folder, by iteration."""
 
 
 def size_of(path: Path) -> int:

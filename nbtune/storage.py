@@ -30,10 +30,10 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import fcntl
 import functools
 import json
 import os
+import re
 import stat
 import time
 import warnings
@@ -144,9 +144,27 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = False) -> None:
         raise
 
 
+_NO_LINK_NO_INHERIT = (
+    getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+)
+"""Flags of every file nbtune opens in the experiment directory: follow no link, pass nothing
+to child processes, no newline translation. POSIX has the first two; Windows has neither (a
+process there inherits only handles marked inheritable, Python's default is not) and needs the
+third."""
+
+
 def _private_file(path: Path, flags: int) -> int:
-    """A descriptor of `path`, created readable by its owner only if missing; never a link."""
-    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    """A descriptor of `path`, created readable by its owner only if missing; never a link
+    (where the system can refuse one: not on Windows, where making a link takes privileges)."""
+    return os.open(path, flags | os.O_CREAT | _NO_LINK_NO_INHERIT, 0o600)
+
+
+def _read_at(fd: int, size: int, offset: int) -> bytes:
+    """Up to `size` bytes of the file `fd` from `offset` (`os.pread` where the system has it)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)
 
 
 def private_dir(path: Path) -> Path:
@@ -159,19 +177,21 @@ def private_dir(path: Path) -> Path:
 
 def check_private(path: Path) -> None:
     """Refuse an experiment folder that someone else could have written: one owned by another
-    user, writable by others, or holding a link (which a write would follow out of it).
+    user, writable by others, or holding a link (which a write would follow out of it). On
+    Windows, whose files have ACLs rather than an owner's id and mode bits, only links are.
 
     Raises:
         PermissionError: one line that says what is wrong and what to do.
     """
+    owner = os.geteuid() if hasattr(os, "geteuid") else None  # Windows: ACLs, no owner ids
     for found in [path, *path.rglob("*")]:
         info = found.lstat()
         name = "it" if found == path else found.relative_to(path)
         if stat.S_ISLNK(info.st_mode):
             problem = "is a link" if found == path else f"holds a link, {name}"
-        elif info.st_uid != os.geteuid():
+        elif owner is not None and info.st_uid != owner:
             problem = f"is owned by another user ({name})"
-        elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022:
+        elif owner is not None and stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022:
             problem = f"is writable by others ({name})"
         else:
             continue
@@ -241,40 +261,95 @@ def output_file(experiment: Path, trial_id: int) -> Path:
 
 
 class _Lock:
-    """The one writer's hold on an experiment directory: an exclusive `flock` on its `.lock`
-    file, which the system drops when the holding process dies, however it dies.
+    """The one writer's hold on an experiment directory: an exclusive lock on its `.lock` file
+    (`flock` on POSIX, `msvcrt.locking` on Windows), which the system drops when the holding
+    process dies, however it dies.
 
     A second writer (another process, or another run in this one) is refused in one line
-    instead of recording every result twice. The file names the holder's process.
+    instead of recording every result twice. The file names the holder's process. Where the
+    system has neither kind of lock, the run goes on unguarded, with one warning.
     """
 
     def __init__(self, path: Path) -> None:
         check_writable(path)
         self._fd = _private_file(path / ".lock", os.O_RDWR)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip() or "?"
+            taken = _take(self._fd)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        if not taken:
+            holder = _read_at(self._fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(self._fd)
             raise FileExistsError(
                 f"{path} is in use by a live run (process {holder}); stop that run (or wait "
                 "for it to end) before carrying it on or replacing it"
-            ) from None
+            )
         os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        os.write(self._fd, str(os.getpid()).encode())
 
     def release(self) -> None:
         os.close(self._fd)
+
+
+_LOCKED_BYTE = 1 << 30
+"""Where `msvcrt.locking` locks one byte of the `.lock` file: far past the holder's process
+id, which Windows would otherwise refuse to let a second writer read (its locks are
+mandatory). A lock past the end of a file is allowed there."""
+
+
+_UNGUARDED: list[bool] = []
+"""Holds one item once the process has warned that it cannot lock (once is enough)."""
+
+
+def _take(fd: int) -> bool:
+    """Lock the file `fd` for this process alone, without waiting; False if another holds it.
+
+    The lock modules are imported here, not at the top: `fcntl` exists on POSIX only and
+    `msvcrt` on Windows only, and `import nbtune` must work on both.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        pass
+    else:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+    try:
+        import msvcrt
+    except ImportError:
+        if not _UNGUARDED:
+            _UNGUARDED.append(True)
+            warnings.warn(
+                "this system has neither fcntl nor msvcrt: nbtune cannot stop a second run "
+                "from writing the same experiment folder; make sure only one does",
+                stacklevel=4,
+            )
+        return True
+    os.lseek(fd, _LOCKED_BYTE, os.SEEK_SET)
+    try:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    except OSError:
+        return False
+    return True
 
 
 _WRITTEN = (".lock", "results.jsonl", "trials.jsonl", "commands.jsonl", "trials", "state.pkl")
 """What a run carried on writes in its folder, besides the folder itself."""
 
 
+_NO_FOLLOW = {"follow_symlinks": False} if os.access in os.supports_follow_symlinks else {}
+"""`os.access` asked about a link itself where the system can (Windows cannot)."""
+
+
 def check_writable(path: Path) -> None:
     """Raise a one-line PermissionError if a run carried on could not write `path`."""
     for found in (path, *(path / name for name in _WRITTEN)):
-        if os.path.lexists(found) and not os.access(found, os.W_OK, follow_symlinks=False):
+        if os.path.lexists(found) and not os.access(found, os.W_OK, **_NO_FOLLOW):
             raise PermissionError(
                 f"{path} cannot be written (no permission to write {found}); copy it to a "
                 f"folder of yours and carry the copy on, or read it with nbtune.load({str(path)!r})"
@@ -292,7 +367,7 @@ def _whole_lines(fd: int, chunk: int = 4096) -> int:
     end = os.fstat(fd).st_size
     while end > 0:
         start = max(0, end - chunk)
-        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        newline = _read_at(fd, end - start, start).rfind(b"\n")
         if newline >= 0:
             return start + newline + 1
         end = start
@@ -303,6 +378,7 @@ def _trial_to_record(trial: Trial) -> dict[str, Any]:
     """The trial as a journal line; its last result is in the result log already."""
     record = {f.name: getattr(trial, f.name) for f in fields(trial) if f.name != "last_result"}
     record["status"] = trial.status.value
+    record["checkpoint"] = _portable_checkpoint(trial.checkpoint)
     return record
 
 
@@ -310,7 +386,8 @@ def _trial_from_record(record: Mapping[str, Any]) -> Trial:
     """A journal line back as a trial; a field it lacks (written by an older nbtune, e.g.
     `stopped_by`) takes its default, and one this nbtune does not know is left out."""
     known = {name: value for name, value in record.items() if name in _TRIAL_FIELDS}
-    return Trial(**{**known, "status": TrialStatus(record["status"])})
+    checkpoint = _portable_checkpoint(known.get("checkpoint"))
+    return Trial(**{**known, "status": TrialStatus(record["status"]), "checkpoint": checkpoint})
 
 
 _TRIAL_FIELDS = frozenset(field.name for field in fields(Trial))
@@ -517,7 +594,15 @@ def lock_held(path: str | os.PathLike) -> bool | None:
 
 
 class ExperimentReader:
-    """Reads an experiment directory back, whether its run is live, finished or dead."""
+    """Reads an experiment directory back, whether its run is live, finished or dead.
+
+    A damaged directory still reads. What cannot be read is skipped with one warning per
+    file, naming the file, its first bad line and how many were skipped: a log line that is
+    not UTF-8, not JSON, or not a result (a trial's record); a snapshot (`trials.json`) that
+    cannot be read is set aside and the trials are read from the whole journal, which holds
+    every change; an outcome that cannot be read leaves the run "unfinished". A missing
+    `state.pkl` (the driver died before it first saved it) reads as no saved state.
+    """
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
@@ -526,14 +611,29 @@ class ExperimentReader:
                 f"{self.path} holds no nbtune experiment (no experiment.json); "
                 "check the path, e.g. nbtune-runs/<name>"
             )
+        self._warned: set[str] = set()
+
+    def _warn(self, path: Path, message: str) -> None:
+        """Warn once per file and reader: a restore reads the logs more than once."""
+        if path.name not in self._warned:
+            self._warned.add(path.name)
+            warnings.warn(f"{path}: {message}", stacklevel=3)
 
     def outcome(self) -> dict[str, Any] | None:
         """How the run ended (`state`, `error`, `ended_at`), or None if it has not: it runs
-        elsewhere, or its process died."""
+        elsewhere, or its process died (or its outcome cannot be read: one warning)."""
+        path = self.path / "outcome.json"
         try:
-            return loads((self.path / "outcome.json").read_text())
+            outcome = loads(path.read_bytes().decode("utf-8"))
         except FileNotFoundError:
             return None
+        except ValueError as exc:  # not UTF-8, not JSON
+            outcome = exc
+        if isinstance(outcome, dict) and isinstance(outcome.get("state"), str):
+            return outcome
+        reason = _reason(outcome) if isinstance(outcome, Exception) else "not a run's outcome"
+        self._warn(path, f"cannot be read ({reason}); the run reads as unfinished")
+        return None
 
     def summary(self) -> dict[str, Any] | None:
         """The `summarize` of the run written with its outcome, or None if there is none
@@ -549,28 +649,43 @@ class ExperimentReader:
         return summary if summary.get("ended_at") == outcome.get("ended_at") else None
 
     def spec(self) -> dict[str, Any]:
+        path = self.path / "experiment.json"
         try:
-            spec = json.loads((self.path / "experiment.json").read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{self.path / 'experiment.json'} is corrupted ({exc})") from None
+            spec = json.loads(path.read_bytes().decode("utf-8"))
+        except ValueError as exc:  # not UTF-8, not JSON
+            raise ValueError(f"{path} is corrupted ({_reason(exc)})") from None
+        if not isinstance(spec, dict):
+            raise ValueError(f"{path} is corrupted (not a JSON object)")
         version = spec.get("format_version", 1)
-        if version > FORMAT_VERSION:
+        if not isinstance(version, int) or version > FORMAT_VERSION:
             raise ValueError(
                 f"{self.path} was written by a newer nbtune (format {version}; this one reads "
                 f"up to {FORMAT_VERSION}); upgrade nbtune to read it"
             )
         return spec
 
-    def state(self) -> Any:
-        """The searcher, scheduler and space of the run, as last saved."""
+    @property
+    def has_state(self) -> bool:
+        """Whether the run saved its searcher and scheduler (a driver killed right after
+        `start()` had not yet)."""
+        return (self.path / "state.pkl").exists()
+
+    def state(self) -> dict[str, Any]:
+        """The searcher, scheduler and space of the run, as last saved; empty if it saved none
+        (see `has_state`): a restore then sets up a fresh searcher and scheduler."""
+        if not self.has_state:
+            return {}
         try:
             with open(self.path / "state.pkl", "rb") as file:
-                return cloudpickle.load(file)
+                state = cloudpickle.load(file)
+            if not isinstance(state, dict):
+                raise TypeError(f"a {type(state).__name__}, not the run's saved state")
         except Exception as exc:
             raise ValueError(
-                f"{self.path / 'state.pkl'} cannot be read ({type(exc).__name__}: {exc}); the "
+                f"{self.path / 'state.pkl'} cannot be read ({_reason(exc)}); the "
                 f"results are intact: nbtune.load({str(self.path)!r}) still reads them"
             ) from None
+        return state
 
     def check_restorable(self) -> None:
         """Read all that a restore reads and catch a copy of the saved searcher and scheduler
@@ -596,18 +711,17 @@ class ExperimentReader:
                 if state.get(part) is not None:
                     state[part].restore(trials)
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
             raise ValueError(
-                f"{self.path} cannot be carried on by this nbtune ({reason}); nothing in it was "
-                f"changed: nbtune.load({str(self.path)!r}) reads its results, and a new run "
-                f"learns from them with warm_start={str(self.path)!r}"
+                f"{self.path} cannot be carried on by this nbtune ({_reason(exc)}); nothing in "
+                f"it was changed: nbtune.load({str(self.path)!r}) reads its results, and a new "
+                f"run learns from them with warm_start={str(self.path)!r}"
             ) from exc
 
     def results(self, *, trust: bool = False) -> list[dict[str, Any]]:
         """Every result in the log. A value that was stored pickled stays `Pickled` unless
         `trust`: a restore needs none of them unpickled, and a look at the results runs no
         code."""
-        return list(_read_lines(self.path / "results.jsonl", trust=trust))
+        return _read_lines(self.path / "results.jsonl", _result_problem, self._warn, trust=trust)
 
     def trials(
         self,
@@ -622,16 +736,22 @@ class ExperimentReader:
         The journal records status changes and checkpoints; the result log is the truth for
         iterations, last results and best values (it is written first). Config values that
         were stored pickled are unpickled only if `trust` (a restore must, to run them).
+
+        A trial that is not over resumes from a checkpoint whose result is in the log: one
+        taken at a result that the log lost (its line torn when the driver died) would skip
+        that result for good, so the newest one at or below its last logged iteration is taken
+        instead (or none: it starts again).
         """
-        records: dict[int, dict[str, Any]] = {}
-        offset = 0
-        snapshot_path = self.path / "trials.json"
-        if snapshot_path.exists():
-            snapshot = loads(snapshot_path.read_text(), trust=trust)
-            offset = snapshot["journal_offset"]
-            records = {record["trial_id"]: record for record in snapshot["trials"]}
-        for record in _read_lines(self.path / "trials.jsonl", offset, trust=trust):
+        offset, records = self._snapshot(trust)
+        seen: dict[int, list[tuple[int, str]]] = {}
+        for record in [*records.values(), *self._journal(offset, trust)]:
             records[record["trial_id"]] = record
+            if isinstance(record.get("checkpoint"), str):
+                iteration = record.get("checkpoint_iteration")
+                if isinstance(iteration, int):
+                    seen.setdefault(record["trial_id"], []).append(
+                        (iteration, record["checkpoint"])
+                    )
         trials = {
             trial_id: _trial_from_record({**records[trial_id], "iteration": 0, "best_value": None})
             for trial_id in sorted(records)
@@ -642,21 +762,185 @@ class ExperimentReader:
             if trial is not None:
                 final = trial.returned and row["training_iteration"] == last[trial.trial_id]
                 trials[trial.trial_id] = trial.with_result(row, metric, mode, returned=final)
-        return list(trials.values())
+        return [self._resumable(trial, seen.get(trial.trial_id, [])) for trial in trials.values()]
+
+    def _snapshot(self, trust: bool) -> tuple[int, dict[int, dict[str, Any]]]:
+        """The compacted trials and where the journal goes on after them; none (read the whole
+        journal) if there is no snapshot or it cannot be read."""
+        path = self.path / "trials.json"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return 0, {}
+        try:
+            snapshot = loads(data.decode("utf-8"), trust=trust)
+            offset = snapshot["journal_offset"]
+            records = {record["trial_id"]: record for record in snapshot["trials"]}
+            journal = self.path / "trials.jsonl"
+            size = journal.stat().st_size if journal.exists() else 0
+            if not isinstance(offset, int) or not 0 <= offset <= size:
+                raise ValueError(f"journal_offset {offset!r} is not in the journal")
+            problem = next(filter(None, map(_record_problem, records.values())), None)
+            if problem is not None:
+                raise ValueError(problem)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            self._warn(path, f"cannot be read ({_reason(exc)}); read the whole journal instead")
+            return 0, {}
+        return offset, records
+
+    def _journal(self, offset: int, trust: bool) -> list[dict[str, Any]]:
+        return _read_lines(
+            self.path / "trials.jsonl", _record_problem, self._warn, offset, trust=trust
+        )
+
+    def _resumable(self, trial: Trial, seen: list[tuple[int, str]]) -> Trial:
+        """`trial`, resuming from the newest checkpoint at or below its last logged iteration
+        when its own latest one is past it (see `trials`)."""
+        if (
+            trial.status.is_finished
+            or trial.checkpoint is None
+            or trial.checkpoint_iteration is None
+            or trial.checkpoint_iteration <= trial.iteration
+            or not _is_own(trial.checkpoint, trial.trial_id)
+        ):
+            return trial
+        own = checkpoint_dir(self.path, trial.trial_id)
+        candidates = {
+            iteration: _relative(path, self.path)
+            for iteration, path in stored_checkpoints(own).items()
+            if iteration <= trial.iteration
+        }
+        for iteration, checkpoint in seen:
+            if iteration <= trial.iteration and (self.path / checkpoint).exists():
+                candidates.setdefault(iteration, checkpoint)
+        if candidates:
+            newest = max(candidates)
+            return trial.evolve(checkpoint=candidates[newest], checkpoint_iteration=newest)
+        if trial.parent is not None:
+            return trial  # a fork's starting point is its donor's: not found again here
+        return trial.evolve(checkpoint=None, checkpoint_iteration=None)
 
 
-def _read_lines(path: Path, offset: int = 0, *, trust: bool) -> Iterator[dict[str, Any]]:
-    """Parse a JSON-lines log from `offset`, skipping (with a warning) a torn last line."""
+_CHECKPOINT_NAME = re.compile(r"checkpoint_(\d{6,})(\.pkl)?$")
+_CHECKPOINT_PATH = re.compile(r"(?:^|[\\/])(trials[\\/]\d+[\\/]checkpoints[\\/][^\\/]+)$")
+
+
+def checkpoint_iteration_of(path: str | os.PathLike) -> int | None:
+    """The iteration a stored checkpoint was taken at, read from its name; None if the name
+    is not a checkpoint's."""
+    match = _CHECKPOINT_NAME.match(Path(path).name)
+    return None if match is None else int(match.group(1))
+
+
+def stored_checkpoints(folder: Path) -> dict[int, Path]:
+    """The checkpoints stored in a trial's checkpoint `folder`, by iteration."""
+    if not folder.is_dir():
+        return {}
+    found = {}
+    for entry in folder.iterdir():
+        iteration = checkpoint_iteration_of(entry)
+        if iteration is not None:
+            found[iteration] = entry
+    return found
+
+
+def _relative(path: Path, experiment: Path) -> str:
+    return path.relative_to(experiment).as_posix()
+
+
+def _is_own(checkpoint: str, trial_id: int) -> bool:
+    """Whether `checkpoint` (relative to the experiment) is in trial `trial_id`'s own folder."""
+    return checkpoint.startswith(f"trials/{trial_id}/checkpoints/")
+
+
+def _portable_checkpoint(checkpoint: Any) -> Any:
+    """A journaled checkpoint path as one relative to the experiment, with "/": a path written
+    on Windows, or an absolute one into the experiment where it was (a worker's), still finds
+    the checkpoint once the folder has moved."""
+    if not isinstance(checkpoint, str):
+        return checkpoint
+    match = _CHECKPOINT_PATH.search(checkpoint)
+    return checkpoint if match is None else match.group(1).replace("\\", "/")
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as a short reason on one line."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 at byte {exc.start}"
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _result_problem(row: Any) -> str | None:
+    """Why `row` is not a result of the log (None if it is one)."""
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not an object"
+    if not _is_int(row.get("trial_id")):
+        return "no trial_id"
+    if not _is_int(row.get("training_iteration")) or row["training_iteration"] < 1:
+        return "no training_iteration"
+    return None
+
+
+def _record_problem(record: Any) -> str | None:
+    """Why `record` is not a trial's record of the journal (None if it is one)."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    if not _is_int(record.get("trial_id")):
+        return "no trial_id"
+    try:
+        _trial_from_record(record)
+    except (TypeError, ValueError, KeyError) as exc:
+        return f"not a trial's record ({_reason(exc)})"
+    return None
+
+
+def _read_lines(
+    path: Path,
+    problem: Callable[[Any], str | None],
+    warn: Callable[[Path, str], None],
+    offset: int = 0,
+    *,
+    trust: bool,
+) -> list[dict[str, Any]]:
+    """The values of a JSON-lines log from byte `offset` on. A line that cannot be read (not
+    UTF-8, not JSON, or one that `problem` finds wrong) is skipped: one warning for the file
+    names the first such line and the count; a torn last line alone is said to be one."""
     if not path.exists():
-        return
-    with open(path, encoding="utf-8") as file:
+        return []
+    with open(path, "rb") as file:
         file.seek(offset)
-        lines = file.read().split("\n")
+        lines = file.read().split(b"\n")
+    values = []
+    bad: list[tuple[int, str]] = []
     for number, line in enumerate(lines):
         if not line:
             continue
         try:
-            yield loads(line, trust=trust)
+            value = loads(line.decode("utf-8"), trust=trust)
+        except UnicodeDecodeError as exc:
+            bad.append((number, _reason(exc)))
+            continue
         except json.JSONDecodeError:
-            where = "its last line" if number >= len(lines) - 2 else f"line {number + 1}"
-            warnings.warn(f"{path}: skipped {where}, which is incomplete", stacklevel=2)
+            bad.append((number, "incomplete" if number >= len(lines) - 2 else "not JSON"))
+            continue
+        found = problem(value)
+        if found is None:
+            values.append(value)
+        else:
+            bad.append((number, found))
+    if len(bad) == 1 and bad[0][1] == "incomplete":
+        warn(path, "skipped its last line, which is incomplete")
+    elif bad:
+        number, reason = bad[0]
+        if offset:
+            with open(path, "rb") as file:
+                number += file.read(offset).count(b"\n")
+        count = f"{len(bad)} lines" if len(bad) > 1 else "1 line"
+        warn(
+            path, f"skipped {count} that cannot be read, the first at line {number + 1} ({reason})"
+        )
+    return values

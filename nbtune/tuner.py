@@ -391,24 +391,34 @@ class Tuner(ResultsView, Steering):
         (which take any `Tuner` argument, e.g. `stop=` or `callbacks=`, which are not saved).
         Call `start()` or `run()` on the result.
 
+        A folder moved, copied or renamed carries on where it is now, under its new name; a
+        damaged one, with what can be read (see `ExperimentReader`); one whose driver died
+        before it first saved its state (no `state.pkl`), with a fresh searcher and scheduler:
+        pass `space=` (and `searcher=`, `scheduler=` if the run had its own).
+
         Runs written by older nbtunes are carried on too. One that this nbtune cannot carry on
         is refused in one line (ValueError) before anything in its folder is written.
 
         The directory's pickled state runs code when loaded: only restore runs you trust.
         """
-        reader = ExperimentReader(path)
+        folder = Path(os.path.abspath(path))  # "." or "runs/x/" name the folder too
+        reader = ExperimentReader(folder)
         spec = reader.spec()
         keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
-        for key in (*keys, "resources_per_trial"):
-            if key in spec:
-                options.setdefault(key, spec[key])
-        return cls(
-            trainable,
-            name=reader.path.name or spec["name"],
-            storage_path=reader.path.parent,
-            resume=True,
-            **options,
-        )
+        options = {**{k: spec[k] for k in (*keys, "resources_per_trial") if k in spec}, **options}
+        fresh = not reader.has_state
+        if fresh and options.get("space") is None:
+            raise ValueError(
+                f"{folder} has no state.pkl (its driver died before saving it): carry its trials "
+                f"on with nbtune.Tuner.restore({str(folder)!r}, trainable, space=...)"
+            )
+        tuner = cls(trainable, name=folder.name, storage_path=folder.parent, resume=True, **options)
+        if fresh:  # set up as a new run's are; `start` catches them up with the trials
+            tuner.scheduler.setup(tuner.metric, tuner.mode, tuner.seed)
+            tuner.searcher.setup(
+                tuner.space, tuner.metric, tuner.mode, tuner.num_samples, tuner.seed
+            )
+        return tuner
 
     def add_trial(self, config: Mapping[str, Any]) -> int:
         """Queue a hand-picked configuration (it must name every parameter); return its id.

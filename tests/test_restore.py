@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import trainables
 from kernels import Kernel
 
@@ -143,3 +145,88 @@ def test_a_run_whose_kernel_was_killed_carries_on(runs, log):
 
     assert reported <= set(results_on_disk(run)), "every result reported before the kill is kept"
     assert_every_trial_complete_once(tuner)
+
+
+def first_start(events, trial_id):
+    return next(e for e in events if isinstance(e, TrialStarted) and e.trial_id == trial_id)
+
+
+def test_a_renamed_copy_carries_on_where_it_is_and_leaves_the_original_alone(
+    make_tuner, stop_midway, runs
+):
+    tuner = make_tuner(trainables.steps, SPACE, metric="loss", name="orig", keep_checkpoints=None)
+    stop_midway(tuner, iteration=3)
+    paused_at = tuner.get_trial(0).iteration
+    original = {path: path.read_bytes() for path in tuner.path.rglob("*") if path.is_file()}
+    copy = runs / "orig-v1"
+    shutil.copytree(tuner.path, copy)
+
+    started = []
+    again = nt.Tuner.restore(
+        copy, trainables.steps, progress=False, callbacks=[started.append], stop=None
+    )
+    assert again.path == copy and again.name == "orig-v1"
+    again.run()
+
+    assert first_start(started, 0).restored_from == paused_at
+    trial_0 = again.history().query("trial_id == 0")
+    assert trial_0["training_iteration"].tolist() == list(range(1, STEPS + 1))
+    assert (trial_0["step"] == trial_0["training_iteration"]).all(), "resumed at its checkpoint"
+    assert nt.load(copy).state == "finished" and nt.load(copy).name == "orig-v1"
+    now = {path: path.read_bytes() for path in tuner.path.rglob("*") if path.is_file()}
+    assert now == original, "the original folder is not written"
+    assert nt.load(tuner.path).state == "stopped"
+
+
+def test_a_moved_folder_carries_on_from_its_checkpoints_where_it_is_now(
+    make_tuner, stop_midway, runs, tmp_path, monkeypatch
+):
+    tuner = make_tuner(trainables.steps, SPACE, metric="loss", name="moving")
+    stop_midway(tuner, iteration=3)
+    paused_at = tuner.get_trial(0).iteration
+    elsewhere = tmp_path / "elsewhere" / "moved"
+    elsewhere.parent.mkdir()
+    os.rename(tuner.path, elsewhere)
+    assert not tuner.path.exists(), "nothing is left where the run began"
+
+    assert len(nt.load(elsewhere).history()) >= paused_at
+    monkeypatch.chdir(elsewhere)
+    started = []
+    again = nt.Tuner.restore(
+        ".", trainables.steps, progress=False, callbacks=[started.append], stop=None
+    )
+    assert again.path == elsewhere
+    again.run()
+
+    assert not tuner.path.exists() and not (elsewhere / "moving").exists(), "no new run made"
+    assert first_start(started, 0).restored_from == paused_at
+    history = again.history()
+    trial_0 = history[history["trial_id"] == 0]
+    assert trial_0["training_iteration"].tolist() == list(range(1, STEPS + 1))
+    assert (trial_0["step"] == trial_0["training_iteration"]).all(), "resumed at its checkpoint"
+    frame = again.dataframe()
+    assert frame["error"].isna().all(), frame[["trial_id", "error"]]
+    assert nt.load(elsewhere).state == "finished"
+
+
+def test_the_mlflow_runs_of_a_moved_folder_are_carried_on(
+    make_tuner, stop_midway, tmp_path, monkeypatch
+):
+    pytest.importorskip("mlflow")
+    from nbtune.integrations.mlflow import MLflowLogger
+
+    monkeypatch.chdir(tmp_path)  # MLflow's artifacts go to ./mlruns
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = MLflowLogger(store, "moved-runs")
+    space = {**SPACE, "x": nt.grid([0, 1])}
+    tuner = make_tuner(trainables.steps, space, metric="loss", name="mlflow", callbacks=[first])
+    stop_midway(tuner, iteration=3)
+    moved = tmp_path / "moved-here"
+    os.rename(tuner.path, moved)
+
+    second = MLflowLogger(store, "moved-runs")
+    again = nt.Tuner.restore(moved, trainables.steps, progress=False, callbacks=[second])
+    again.run()
+    assert second.parent_run_id == first.parent_run_id, "the experiment's run goes on"
+    assert second.run_ids[0] == first.run_ids[0], "trial 0 goes on in its own run"

@@ -87,6 +87,11 @@ def before_loky_exits(call: Callable[[], None]) -> None:
 
 _PARENT_CHECK_S = 1.0
 
+KILL = getattr(signal, "SIGKILL", signal.SIGTERM)
+"""The signal that ends a process at once, which it cannot catch: SIGKILL on POSIX. Windows has
+none; `os.kill` with SIGTERM there ends the process at once (TerminateProcess). Process groups
+(`lead_own_group`, `kill_group`, `freeze`) are POSIX's: on Windows those calls do nothing."""
+
 
 def tie_to_driver(driver: int, *, group: bool = False) -> None:
     """The first thing a worker does: end at once when its driver (process `driver`) dies, a
@@ -137,7 +142,7 @@ def kill_group(leader: int) -> None:
     group's id from being given to another process.
     """
     with contextlib.suppress(OSError, AttributeError):
-        os.killpg(leader, signal.SIGKILL)
+        os.killpg(leader, KILL)
 
 
 def forget_loky_start_method() -> None:

@@ -37,7 +37,6 @@ import contextlib
 import itertools
 import multiprocessing
 import os
-import signal
 import threading
 import time
 import warnings
@@ -50,6 +49,7 @@ from loky.backend.utils import kill_process_tree
 
 from nbtune.executors._lines import TrialLines, connect, greet
 from nbtune.executors._processes import (
+    KILL,
     ProcessPool,
     before_loky_exits,
     forget_loky_start_method,
@@ -105,7 +105,7 @@ def _end_what_the_trial_left() -> None:
     children = multiprocessing.active_children()
     for child in children:
         with contextlib.suppress(OSError):
-            os.kill(child.pid, signal.SIGKILL)
+            os.kill(child.pid, KILL)
     for child in children:
         child.join()
 
@@ -130,7 +130,7 @@ def _signal_all(process: Any) -> None:
     """SIGKILL a trial's process and its group, without waiting (thread-safe)."""
     kill_group(process.pid)
     with contextlib.suppress(OSError, TypeError):
-        os.kill(process.pid, signal.SIGKILL)
+        os.kill(process.pid, KILL)
 
 
 def _has_exited(process: Any) -> bool:

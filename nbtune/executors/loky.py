@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
 from collections import deque
@@ -368,7 +369,10 @@ class LokyExecutor(Executor):
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         self._data = RunData()
         payload = self._data.dumps(trainable)
-        self._lines = TrialLines()
+        # AF_UNIX where the system has it (POSIX); a local TCP line elsewhere (Windows)
+        self._lines = (
+            TrialLines() if hasattr(socket, "AF_UNIX") else TrialLines("AF_INET", ("127.0.0.1", 0))
+        )
         self._pool.open(payload, self._lines, self.max_workers or max_workers)
 
     def start(self, launch: TrialLaunch) -> None:

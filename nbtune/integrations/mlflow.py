@@ -11,7 +11,9 @@ the status (FINISHED for a trial that ended normally or was stopped, FAILED with
 one that failed, KILLED for one still open when the run stopped), and its best checkpoint
 as artifacts under `best_checkpoint/`. A trial that is retried, paused and resumed, or carried
 on by `Tuner.restore`, goes on in its own run: the runs are tagged with the experiment's key
-and the trial's id, and a restored run looks them up by those tags. Everything is written on
+and the trial's id, and a restored run looks them up by those tags. The key comes from the
+experiment's spec (the name it was created with and when), not from its folder's path: a
+folder moved or renamed and carried on goes on in the same runs. Everything is written on
 the logger's own thread (see `nbtune.integrations._logging_thread`).
 """
 
@@ -47,6 +49,7 @@ from nbtune.integrations._logging_thread import (
     metrics_of,
 )
 from nbtune.space import flatten_config
+from nbtune.storage import ExperimentReader
 
 KEY_TAG = "nbtune.experiment_key"
 TRIAL_TAG = "nbtune.trial_id"
@@ -130,7 +133,12 @@ class _MLflowRun(LogWriter):
         self._configs = {i: trial.config for i, trial in experiment.trials.items()}
         self._rows = {i: dict(rows) for i, rows in experiment.rows.items()}
         self._open_runs: set[int] = set()
-        self._find_earlier_runs(experiment.key)
+        self._key = experiment_key(experiment)
+        self._find_earlier_runs(self._key)
+        if self.parent_run_id is None and self._key != experiment.key:
+            self._find_earlier_runs(experiment.key)  # logged by an nbtune that keyed by path
+            for run_id in filter(None, [self.parent_run_id, *self.run_ids.values()]):
+                self._client.set_tag(run_id, KEY_TAG, self._key)
         if self.parent_run_id is None:
             self.parent_run_id = self._client.create_run(
                 self._experiment_id, run_name=experiment.name, tags=self._parent_tags()
@@ -165,7 +173,7 @@ class _MLflowRun(LogWriter):
         experiment = self._experiment
         return {
             **self.tags,
-            KEY_TAG: experiment.key,
+            KEY_TAG: self._key,
             "nbtune.path": str(experiment.path),
             "nbtune.metric": str(experiment.metric),
             "nbtune.mode": str(experiment.mode),
@@ -208,7 +216,7 @@ class _MLflowRun(LogWriter):
                 run_name=f"trial_{trial_id}",
                 tags={
                     **self.tags,
-                    KEY_TAG: self._experiment.key,
+                    KEY_TAG: self._key,
                     TRIAL_TAG: str(trial_id),
                     PARENT_TAG: self.parent_run_id,
                 },
@@ -272,6 +280,15 @@ def _metrics(row: Mapping[str, Any]) -> list[Metric]:
 def _params(config: Mapping[str, Any]) -> list[Param]:
     """A config as MLflow params: flattened with "/", values as text (cut to MLflow's limit)."""
     return [Param(_safe(k), str(v)[:_MAX_PARAM]) for k, v in flatten_config(config).items()]
+
+
+def experiment_key(experiment: ExperimentFacts) -> str:
+    """What names the experiment among others in MLflow, wherever its folder is now: its spec's
+    name and creation time, hashed (the path-based `experiment.key` for a spec without them)."""
+    spec = ExperimentReader(experiment.path).spec()
+    if "created_at" not in spec or "name" not in spec:
+        return experiment.key
+    return hashlib.sha1(f"{spec['name']}\n{spec['created_at']}".encode()).hexdigest()[:16]
 
 
 def _safe(name: str) -> str:
