@@ -579,18 +579,15 @@ def lock_held(path: str | os.PathLike) -> bool | None:
     None if that cannot be told (no `.lock`, as in a folder made before it existed, or one
     that cannot be opened). Testing takes the lock for an instant when it is free."""
     try:
-        fd = os.open(Path(path) / ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(Path(path) / ".lock", os.O_RDONLY | _NO_LINK_NO_INHERIT)
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        return not _take(fd)
     except OSError:
         return None
     finally:
         os.close(fd)
-    return False
 
 
 class ExperimentReader:

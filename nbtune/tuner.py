@@ -567,23 +567,26 @@ class Tuner(ResultsView, Steering):
         if self.overwrite and self.path.exists():
             check_unlocked(self.path)
             shutil.rmtree(self.path)
-        storage.create(
-            {
-                "name": self.name,
-                "metric": self.metric,
-                "mode": self.mode,
-                "num_samples": self.num_samples,
-                "max_concurrent": self.max_concurrent,
-                "seed": self.seed,
-                "keep_checkpoints": self.keep_checkpoints,
-                "resources_per_trial": self.resources_per_trial,
-                "parameter_names": list(self.space.parameter_names),
-                "trainable": _trainable_name(self.trainable),
-                "created_at": time.time(),
-            }
-        )
+        storage.create(_spec_of(self))
         environment.record(self.path)
         return storage
+
+
+def _spec_of(tuner: Tuner) -> dict[str, Any]:
+    """What a new run's folder records of it (`experiment.json`), for `restore` and `load`."""
+    return {
+        "name": tuner.name,
+        "metric": tuner.metric,
+        "mode": tuner.mode,
+        "num_samples": tuner.num_samples,
+        "max_concurrent": tuner.max_concurrent,
+        "seed": tuner.seed,
+        "keep_checkpoints": tuner.keep_checkpoints,
+        "resources_per_trial": tuner.resources_per_trial,
+        "parameter_names": list(tuner.space.parameter_names),
+        "trainable": _trainable_name(tuner.trainable),
+        "created_at": time.time(),
+    }
 
 
 def _checked_name(name: Any) -> str:
