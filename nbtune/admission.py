@@ -40,6 +40,7 @@ class Admission:
         resources: TrialResources,
         max_concurrent: int,
         clocks: Clocks,
+        code: str | None = None,
     ) -> None:
         self.ledger = ledger
         self.book: TrialBook = ledger.book
@@ -50,6 +51,8 @@ class Admission:
         self.resources = resources
         self.max_concurrent = max_concurrent
         self.clocks = clocks
+        self.code = code
+        """The hash of the trainable's code, recorded on each trial at its launch."""
         self.space_version = 0
         """Which search space new trials come from (see `Trial.space_version`)."""
         self.too_late = False
@@ -224,7 +227,11 @@ class Admission:
         live = self.book.live[trial.trial_id]
         live.launched(trial.iteration if trial.iteration > restart else None)
         trial = trial.evolve(
-            status=TrialStatus.RUNNING, iteration=restart, started_at=time.time(), gpus=gpus
+            status=TrialStatus.RUNNING,
+            iteration=restart,
+            started_at=time.time(),
+            gpus=gpus,
+            code=self.code,
         )
         self.executor.start(
             TrialLaunch(

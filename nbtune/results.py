@@ -65,6 +65,7 @@ def trials_frame(
         row["parent"] = trial.parent
         row["attempts"] = trial.attempts
         row["space_version"] = trial.space_version
+        row["code"] = trial.code
         if checkpoint_mb is not None:
             row["checkpoint_mb"] = checkpoint_mb.get(trial.trial_id, 0.0)
         if on_gpus:
@@ -147,6 +148,7 @@ _TAIL_DTYPES = {
     "parent": "Int64",
     "attempts": "int64",
     "space_version": "int64",
+    "code": "string",
 }
 """The columns after a trial's config and metrics, in order, with their dtypes."""
 

@@ -46,6 +46,7 @@ from typing import Any
 from nbtune.admission import Admission
 from nbtune.book import TrialBook
 from nbtune.clocks import Clocks
+from nbtune.code_hash import code_hash
 from nbtune.control import RunControl
 from nbtune.ending import RunEnd
 from nbtune.errors import RunEndedError
@@ -141,6 +142,7 @@ class TrialRunner:
             resources=resources or TrialResources(),
             max_concurrent=max_concurrent,
             clocks=self.clocks,
+            code=code_hash(trainable),
         )
         self.ending = RunEnd(
             ledger=self.ledger,

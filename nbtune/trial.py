@@ -102,6 +102,8 @@ class Trial:
         stopped_by: who ended a TERMINATED trial before its own end (see `STOPPED_BY`); None
             for one that ran to its end (a scheduler's stop at its budget's end, `max_t`,
             included), that failed, or that is not over.
+        code: a short hash of the trainable's code it last ran with (`nbtune.code_hash`): a
+            function redefined between runs, or halfway through a campaign, shows as another.
         space_version: which search space it came from: 0 for the run's first, one more for
             each `Tuner.update_space` before it was made.
         returned: its trainable returned its score (as an Optuna objective does): that last
@@ -127,6 +129,7 @@ class Trial:
     stopped_by: str | None = None
     returned: bool = False
     space_version: int = 0
+    code: str | None = None
 
     def evolve(self, **changes: Any) -> Trial:
         """Return a copy with `changes` applied; a status change must be a legal transition.

@@ -54,6 +54,7 @@ def test_the_readme_example(make_tuner):
         "parent",
         "attempts",
         "space_version",
+        "code",
         "checkpoint_mb",
     ]
     assert trials["trial_id"].tolist() == list(range(20)), "grid of 2 x 10 samples"
