@@ -175,6 +175,24 @@ class RunControl:
         self._clocks.finish_in(seconds)
         self._admission.plan()
 
+    def retry(self, which: Any, *, from_scratch: bool = False) -> list[int]:
+        """Run failed trials again under their ids: "errored" (every ERROR trial) or a list
+        of ids; return the ids. A trial that did not fail is refused in one line."""
+        if which == "errored":
+            chosen = [trial for trial in self._book if trial.status is TrialStatus.ERROR]
+        else:
+            chosen = [self.trial(trial_id) for trial_id in which]
+        for trial in chosen:
+            if trial.status is not TrialStatus.ERROR:
+                raise IllegalTransitionError(
+                    f"trial {trial.trial_id} did not fail ({trial.status}); retry runs failed "
+                    "trials again (tuner.retry('errored') for all of them)"
+                )
+        self._flags.held_by = None
+        for trial in chosen:
+            self._ledger.retry(trial, from_scratch=from_scratch)
+        return [trial.trial_id for trial in chosen]
+
     def stop_run(self) -> None:
         """End the whole run gracefully (see `RunEnd.request`)."""
         self._ending.request()

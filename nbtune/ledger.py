@@ -207,6 +207,19 @@ class Ledger:
         else:
             self.book.enqueue(trial.trial_id, "first")
 
+    def retry(self, trial: Trial, *, from_scratch: bool = False) -> None:
+        """Queue a failed trial again under its id, one attempt more (its errors stay in
+        error.txt): from its latest checkpoint, or `from_scratch`; the results it logged are
+        replayed, not recorded twice. The scheduler and the searcher take it as a new trial."""
+        changes: dict[str, Any] = {"error": None, "attempts": trial.attempts + 1}
+        if from_scratch:
+            changes.update(checkpoint=None, checkpoint_iteration=None)
+        retried = self.restarted(trial, **changes)
+        self.book.enqueue(trial.trial_id, "ahead" if retried.has_checkpoint else "first")
+        self.failure_streak = []
+        self.scheduler.on_trial_add(retried)
+        self.searcher.on_trial_add(retried.trial_id, retried.config)
+
     def to_paused(self, trial: Trial, paused_by: str) -> None:
         """Record the trial PAUSED (`paused_by` says how it waits) and say so on the bus."""
         paused = trial.evolve(status=TrialStatus.PAUSED, paused_by=paused_by)

@@ -128,6 +128,16 @@ DOMAINS = (
 """The domains `%tune space` writes as calls: `lr=loguniform(1e-5,1e-2)`."""
 
 
+def _failed(words: list[str]) -> str | list[int]:
+    """`errored`, or the trial ids of `%tune retry`."""
+    if words == ["errored"]:
+        return "errored"
+    try:
+        return [int(word) for word in words]
+    except ValueError:
+        raise ValueError(f"retry {' '.join(words)}: pass errored, or trial ids") from None
+
+
 def _domain_assignment(word: str) -> tuple[str, Any]:
     """`lr=loguniform(1e-5,1e-2)` -> ("lr", loguniform(1e-5, 1e-2)): a domain of nbtune's
     with literal arguments, else a constant as `_assignment` reads it."""
@@ -376,6 +386,13 @@ def _command_parsers() -> dict[str, tuple[_Parser, Action]]:
     space("changes", nargs="+", type=_domain_assignment, metavar="KEY=DOMAIN")
     extend = command("extend", "Sample N more configurations.", lambda t, a: t.extend(a.n))
     extend("n", metavar="N", type=int)
+    retry = command(
+        "retry",
+        "Run failed trials again, under their ids: errored (every one) or IDs.",
+        lambda t, a: t.retry(_failed(a.ids), from_scratch=a.from_scratch),
+    )
+    retry("ids", nargs="+", metavar="ID", help="errored, or trial ids")
+    retry("--from-scratch", action="store_true", help="not from their latest checkpoints")
     command("status", "The run's state and its trials counted by status.", lambda t, a: t.status)
     df = command(
         "df",

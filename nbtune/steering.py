@@ -158,6 +158,22 @@ class Steering:
         """Why the run starts no trial by itself, if it holds (`max_consecutive_failures`)."""
         return None if self._runner is None else self._runner.held_by
 
+    def retry(
+        self, trials: str | Sequence[int] = "errored", *, from_scratch: bool = False
+    ) -> list[int]:
+        """Run failed trials again, under their ids: "errored" (every one that failed) or a
+        list of ids, e.g. `retry([3, 5])`; each from its latest checkpoint (`from_scratch=True`:
+        from the start), one attempt more, every earlier attempt's error kept in its
+        error.txt. Works on a live run, a paused one or one held after failures (it lets it go
+        on); `Tuner.restore(path, train, retry_errored=True)` does it for a run carried on.
+        Returns the ids retried.
+        """
+        if isinstance(trials, str) and trials != "errored":
+            raise ValueError(f"retry({trials!r}): pass 'errored' or a list of trial ids")
+        which = trials if isinstance(trials, str) else list(trials)
+        command = lambda control: control.retry(which, from_scratch=from_scratch)  # noqa: E731
+        return self._command("retry", command, trials=which, from_scratch=from_scratch)
+
     def update_space(self, space: Mapping[str, Any] | Callable[[Any], Any]) -> None:
         """Search `space` from now on: a dict of domains, or a define-by-run function, as
         `Tuner(space=...)` takes. Trials suggested from now on sample it; running, paused and

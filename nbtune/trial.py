@@ -20,7 +20,8 @@ class TrialStatus(str, Enum):
     """Where a trial is in its life.
 
     PENDING trials wait for a free worker, RUNNING ones hold one, PAUSED ones wait for the user
-    or the scheduler to resume them. TERMINATED (finished or stopped) and ERROR are final.
+    or the scheduler to resume them. TERMINATED (finished or stopped) is final; ERROR is, but
+    for the user's `Tuner.retry`, which queues a failed trial again (PENDING).
     """
 
     PENDING = "PENDING"
@@ -69,7 +70,7 @@ _TRANSITIONS: dict[TrialStatus, frozenset[TrialStatus]] = {
         {TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.TERMINATED, TrialStatus.ERROR}
     ),
     TrialStatus.TERMINATED: frozenset(),
-    TrialStatus.ERROR: frozenset(),
+    TrialStatus.ERROR: frozenset({TrialStatus.PENDING}),
 }
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from nbtune import environment, objectives
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
+from nbtune.control import RunControl
 from nbtune.define_by_run import DefineByRunSpace, search_space
 from nbtune.errors import TrialNotFoundError
 from nbtune.events import Event, EventBus
@@ -238,6 +239,7 @@ class Tuner(ResultsView, Steering):
             self.bus.subscribe(callback)
         self.progress = not _in_notebook() if progress is None else progress
         self._runner: TrialRunner | None = None
+        self._retry_errored = False
         self._thread: threading.Thread | None = None
         self._summary: SummarySlot | None = None
 
@@ -291,6 +293,8 @@ class Tuner(ResultsView, Steering):
             self.searcher.restore(trials)
             self._runner.carry_on(trials, results)
         self._set_up_callbacks()
+        if self._retry_errored:
+            self._runner.apply_command("retry", {"trials": "errored"}, _retry_errored)
         for config in self._early_trials:
             self._runner.add_trial(config)
         context = contextvars.copy_context()
@@ -389,7 +393,8 @@ class Tuner(ResultsView, Steering):
         twice; the searcher and scheduler go on from their saved state. The metric, mode,
         budget, concurrency and seed come from the run's spec unless given in `options`
         (which take any `Tuner` argument, e.g. `stop=` or `callbacks=`, which are not saved).
-        Call `start()` or `run()` on the result.
+        Call `start()` or `run()` on the result; with `retry_errored=True`, the trials that
+        failed run again too (see `retry`).
 
         A folder moved, copied or renamed carries on where it is now, under its new name; a
         damaged one, with what can be read (see `ExperimentReader`); one whose driver died
@@ -405,6 +410,7 @@ class Tuner(ResultsView, Steering):
         reader = ExperimentReader(folder)
         spec = reader.spec()
         keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
+        retry_errored = options.pop("retry_errored", False)
         options = {**{k: spec[k] for k in (*keys, "resources_per_trial") if k in spec}, **options}
         fresh = not reader.has_state
         if fresh and options.get("space") is None:
@@ -418,6 +424,7 @@ class Tuner(ResultsView, Steering):
             tuner.searcher.setup(
                 tuner.space, tuner.metric, tuner.mode, tuner.num_samples, tuner.seed
             )
+        tuner._retry_errored = retry_errored
         return tuner
 
     def add_trial(self, config: Mapping[str, Any]) -> int:
@@ -570,6 +577,10 @@ class Tuner(ResultsView, Steering):
         storage.create(_spec_of(self))
         environment.record(self.path)
         return storage
+
+
+def _retry_errored(control: RunControl) -> list[int]:
+    return control.retry("errored")
 
 
 def _spec_of(tuner: Tuner) -> dict[str, Any]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 
 import pytest
 import trainables
 from kernels import Kernel
 
 import nbtune as nt
-from nbtune.events import TrialResult, TrialRetried, TrialStarted
+from nbtune.events import TrialErrored, TrialResult, TrialRetried, TrialStarted
 
 
 def test_a_trial_that_fails_once_is_retried_from_its_checkpoint(make_tuner, tmp_path, log):
@@ -226,3 +227,79 @@ def test_in_a_notebook_the_run_holds_until_the_user_resumes_it(tmp_path):
         )
     finally:
         kernel.shutdown()
+
+
+FIXED = threading.Event()
+RELEASE = threading.Event()
+
+
+def buggy_until_fixed(config):
+    """Checkpoints every step; fails at step 3 until the bug is `FIXED`; the trial with
+    `hold` keeps the run live until `RELEASE`."""
+    if config.get("hold"):
+        RELEASE.wait(30)
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["step"] if checkpoint else 0
+    for step in range(start + 1, 6):
+        if step == 3 and not FIXED.is_set():
+            raise ValueError("a bug at step 3")
+        nt.report(loss=1 / step, checkpoint={"step": step})
+
+
+@pytest.fixture
+def bug():
+    FIXED.clear()
+    RELEASE.clear()
+    yield
+    FIXED.set()
+    RELEASE.set()
+
+
+@pytest.mark.parametrize("from_scratch", [False, True])
+def test_failed_trials_run_again_under_their_ids_once_fixed(make_tuner, log, bug, from_scratch):
+    tuner = make_tuner(
+        buggy_until_fixed,
+        {"hold": nt.grid([False, False, True])},
+        metric="loss",
+        max_concurrent=3,
+        max_consecutive_failures=None,
+        executor=nt.ThreadExecutor(),
+        callbacks=[log],
+    )
+    tuner.start()
+    log.wait_for(lambda _: len(log.of(TrialErrored)) == 2)
+    with pytest.raises(nt.IllegalTransitionError, match="trial 2 did not fail"):
+        tuner.retry([2])
+    FIXED.set()
+    assert tuner.retry("errored", from_scratch=from_scratch) == [0, 1]
+    RELEASE.set()
+    assert tuner.wait(30) and tuner.state == "finished"
+    assert {trial.status for trial in tuner.trials} == {nt.TrialStatus.TERMINATED}
+    assert [trial.attempts for trial in tuner.trials] == [2, 2, 1]
+    for trial_id, steps in tuner.history().groupby("trial_id")["training_iteration"]:
+        assert steps.tolist() == [1, 2, 3, 4, 5], f"trial {trial_id}: no gap, no repeat"
+    errors = (tuner.path / "trials" / "0" / "error.txt").read_text()
+    assert errors.startswith("attempt 1: ") and "a bug at step 3" in errors
+    started = [event.restored_from for event in log.of(TrialStarted, 0)]
+    assert started == [None, None if from_scratch else 2]
+
+
+def test_restore_with_retry_errored_runs_the_failed_trials_again(make_tuner, bug):
+    tuner = make_tuner(
+        buggy_until_fixed,
+        {"hold": nt.grid([False, False])},
+        metric="loss",
+        max_consecutive_failures=None,
+        executor=nt.ThreadExecutor(),
+    )
+    tuner.run()
+    assert tuner.status.error == 2
+    FIXED.set()
+    restored = nt.Tuner.restore(
+        tuner.path, buggy_until_fixed, retry_errored=True, executor=nt.ThreadExecutor()
+    )
+    restored.run()
+    assert [(t.status.value, t.attempts, t.iteration) for t in restored.trials] == [
+        ("TERMINATED", 2, 5),
+        ("TERMINATED", 2, 5),
+    ]

@@ -413,7 +413,9 @@ def test_help_and_docstring_show_the_usage(kernel):
 # ----- mistakes: one line (and the usage when an argument is wrong), never a traceback --------
 
 USAGE = "usage: %tune TRAINABLE [--space NAME] [options]"
-COMMANDS = "pause, resume, stop, fork, add, concurrency, space, extend, status, df, best, wait"
+COMMANDS = (
+    "pause, resume, stop, fork, add, concurrency, space, extend, retry, status, df, best, wait"
+)
 
 MISTAKES = {
     "%tune": [f"%tune: name a trainable to launch, or a command: {COMMANDS}", USAGE],
@@ -424,6 +426,11 @@ MISTAKES = {
     ],
     "%tune --space space": ["%tune: the following arguments are required: TRAINABLE", USAGE],
     "%tune train --space nowhere": ["%tune: 'nowhere' is not defined in the notebook"],
+    "%tune retry 0": [
+        "%tune retry: trial 0 did not fail (RUNNING); retry runs failed trials again "
+        "(tuner.retry('errored') for all of them)"
+    ],
+    "%tune retry soon": ["%tune retry: retry soon: pass errored, or trial ids"],
     "%tune space lr=lottery(1)": [
         "%tune space: argument KEY=DOMAIN: 'lottery' is not a domain; use one of uniform, "
         "loguniform, quniform, qloguniform, randint, qrandint, lograndint, qlograndint, randn, "
