@@ -406,7 +406,7 @@ class Tuner(ResultsView, Steering):
 
         The directory's pickled state runs code when loaded: only restore runs you trust.
         """
-        folder = Path(os.path.abspath(path))  # "." or "runs/x/" name the folder too
+        folder = _run_folder(path)
         reader = ExperimentReader(folder)
         spec = reader.spec()
         keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
@@ -577,6 +577,15 @@ class Tuner(ResultsView, Steering):
         storage.create(_spec_of(self))
         environment.record(self.path)
         return storage
+
+
+def _run_folder(path: str | os.PathLike) -> Path:
+    """The folder `path` names, as given where it says it ("runs/x"), else made absolute ("."
+    or "runs/x/.." name a folder too), so that messages show the path the user wrote."""
+    given = Path(path)
+    if given.name in ("", ".", ".."):
+        return Path(os.path.abspath(path))
+    return given
 
 
 def _retry_errored(control: RunControl) -> list[int]:

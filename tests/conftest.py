@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
-import threading
 
 import pytest
+from waiting import EventLog
 
 import nbtune as nt
 from nbtune.events import TrialPaused, TrialResult
@@ -65,41 +65,6 @@ def make_tuner(runs):
         return nt.Tuner(trainable, space, **options)
 
     return make
-
-
-class EventLog:
-    """A subscriber that keeps every event and lets a test wait for one, without sleeping."""
-
-    def __init__(self):
-        self.events = []
-        self._changed = threading.Condition()
-
-    def __call__(self, event):
-        with self._changed:
-            self.events.append(event)
-            self._changed.notify_all()
-
-    def wait_for(self, predicate, timeout=30):
-        """Block until some event satisfies `predicate`; return it."""
-        with self._changed:
-            found = self._changed.wait_for(
-                lambda: next((e for e in self.events if predicate(e)), None), timeout
-            )
-        assert found is not None, f"no matching event within {timeout} s"
-        return found
-
-    def of(self, kind, trial_id=None):
-        return [
-            e
-            for e in self.events
-            if isinstance(e, kind) and (trial_id is None or e.trial_id == trial_id)
-        ]
-
-    def index(self, kind, trial_id):
-        """Position of the first `kind` event of `trial_id` in the log."""
-        return next(
-            i for i, e in enumerate(self.events) if isinstance(e, kind) and e.trial_id == trial_id
-        )
 
 
 @pytest.fixture

@@ -16,12 +16,25 @@ def test_a_trial_walks_through_its_life():
     assert trial.status is TrialStatus.PENDING, "evolve must not change the original"
 
 
-@pytest.mark.parametrize("final", [TrialStatus.TERMINATED, TrialStatus.ERROR])
-@pytest.mark.parametrize("target", [TrialStatus.RUNNING, TrialStatus.PENDING, TrialStatus.PAUSED])
+@pytest.mark.parametrize(
+    ("final", "target"),
+    [
+        (TrialStatus.TERMINATED, TrialStatus.RUNNING),
+        (TrialStatus.TERMINATED, TrialStatus.PENDING),
+        (TrialStatus.TERMINATED, TrialStatus.PAUSED),
+        (TrialStatus.ERROR, TrialStatus.RUNNING),
+        (TrialStatus.ERROR, TrialStatus.PAUSED),
+    ],
+)
 def test_a_finished_trial_cannot_come_back(final, target):
     trial = Trial(trial_id=3, config={}).evolve(status=final)
     with pytest.raises(IllegalTransitionError, match=f"trial 3 cannot go from {final} to {target}"):
         trial.evolve(status=target)
+
+
+def test_a_failed_trial_goes_back_to_the_queue_only_to_be_retried():
+    failed = Trial(trial_id=3, config={}).evolve(status=TrialStatus.ERROR)
+    assert failed.evolve(status=TrialStatus.PENDING).status is TrialStatus.PENDING
 
 
 def test_with_result_keeps_the_best_value_by_mode():

@@ -40,7 +40,12 @@ from nbtune.events import (
     TrialRetried,
     TrialStarted,
 )
-from nbtune.integrations._logging_thread import ExperimentFacts, QueuedLogger, metrics_of
+from nbtune.integrations._logging_thread import (
+    ExperimentFacts,
+    LogWriter,
+    QueuedLogger,
+    metrics_of,
+)
 
 STATUS_KEY = "nbtune/status"
 """The summary key of a run's end: "completed", "failed" or "cut short"."""
@@ -85,15 +90,21 @@ class WandbLogger(QueuedLogger):
         self.run_ids: dict[int, str] = {}
         """Each trial's W&B run id, by trial id (the same in a restored run)."""
 
-    # ----- on the logging thread ---------------------------------------------------------------
+    def _open(self, experiment: ExperimentFacts) -> _WandbRun:
+        return _WandbRun(self, experiment)
 
-    def _open(self, experiment: ExperimentFacts) -> None:
+
+class _WandbRun(LogWriter):
+    """One run's W&B logging, on its logging thread: a W&B run per trial it has started."""
+
+    def __init__(self, logger: WandbLogger, experiment: ExperimentFacts) -> None:
+        self.logger = logger
         self._experiment = experiment
         self._configs = {i: trial.config for i, trial in experiment.trials.items()}
         self._rows = {i: dict(rows) for i, rows in experiment.rows.items()}
         self._runs: dict[int, Any] = {}
 
-    def _write(self, events: list[Event]) -> None:
+    def write(self, events: list[Event]) -> None:
         for event in events:
             if isinstance(event, TrialResult):
                 step = int(event.result["training_iteration"])
@@ -117,19 +128,19 @@ class WandbLogger(QueuedLogger):
             return  # retried, or resumed in this session: its run is still open
         run_id = f"nbtune-{self._experiment.key}-{trial_id}"
         self._runs[trial_id] = wandb.init(
-            project=self.project,
-            entity=self.entity,
-            group=self.group or self._experiment.name,
+            project=self.logger.project,
+            entity=self.logger.entity,
+            group=self.logger.group or self._experiment.name,
             job_type="trial",
             name=f"trial_{trial_id}",
-            tags=self.tags or None,
+            tags=self.logger.tags or None,
             config=_config(self._configs.get(trial_id, {})),
             id=run_id,
             resume="allow",
             reinit="create_new",
             settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
         )
-        self.run_ids[trial_id] = run_id
+        self.logger.run_ids[trial_id] = run_id
 
     def _end(self, trial_id: int, status: str, exit_code: int, error: str | None = None) -> None:
         run = self._runs.pop(trial_id, None)
@@ -138,7 +149,7 @@ class WandbLogger(QueuedLogger):
         run.summary[STATUS_KEY] = status
         if error is not None:
             run.summary[ERROR_KEY] = error
-        if self.log_checkpoint:
+        if self.logger.log_checkpoint:
             self._log_best_checkpoint(trial_id, run)
         run.finish(exit_code=exit_code)
 
@@ -158,7 +169,7 @@ class WandbLogger(QueuedLogger):
             artifact.add_file(str(path))
         run.log_artifact(artifact, aliases=["best"])
 
-    def _close(self, done: ExperimentDone | None) -> None:
+    def close(self, done: ExperimentDone | None) -> None:
         """Runs still open when the run ends were cut short (a restore carries them on)."""
         for trial_id in sorted(self._runs):
             run = self._runs.pop(trial_id)

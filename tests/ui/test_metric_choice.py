@@ -269,6 +269,7 @@ def test_the_pickers_list_the_keys_as_they_come_and_redraw_their_chart(growing_k
         "the chart redraws itself for the key picked",
     )
     tuner.pause_all()
+    eventually(lambda: tuner.status.running == 0, "every trial paused: no result comes")
     figure = shown(dashboard, "learning curves")
     acc = series(tuner, "acc")
     assert {trace.name: list(trace.y) for trace in figure.data} == {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import pytest
 import trainables
+from waiting import EventLog
 
 import nbtune as nt
 from nbtune.events import TrialCompleted, TrialPaused, TrialResult, TrialStarted
@@ -31,8 +32,6 @@ def result_of(trial_id, iteration):
 def paused_and_forked(tmp_path_factory):
     """A finished run: trial 0 paused and resumed, trial 1 stopped by hand, trial 2 forked
     from trial 1."""
-    from conftest import EventLog
-
     log = EventLog()
     space = {"steps": nt.grid([15, LONG]), "checkpoint": True}
     tuner = nt.Tuner(
