@@ -17,13 +17,14 @@ from nbtune.book import TrialBook
 from nbtune.clocks import Clocks
 from nbtune.events import TrialAdded, TrialStarted
 from nbtune.executors._base import Executor
+from nbtune.horizon import horizon_of, scheduler_max_t
 from nbtune.ledger import Ledger
 from nbtune.protocol import Decision, TrialLaunch
 from nbtune.resources import TrialResources
 from nbtune.run_state import RunFlags
 from nbtune.schedulers._base import Exploit, Scheduler
 from nbtune.search._base import Searcher
-from nbtune.trial import ITERATION, Trial, TrialStatus
+from nbtune.trial import Trial, TrialStatus
 
 
 class Admission:
@@ -150,18 +151,10 @@ class Admission:
         self.book.queue.remove(chosen.trial_id)
         return chosen
 
-    def horizon(self) -> float | None:
-        """How many iterations a trial runs at most: the scheduler's `max_t` (counted in
-        iterations), else the stop criteria's iteration limit, else the longest finished
-        trial's; None while none is known."""
-        scheduler = self.scheduler
-        if scheduler.max_t is not None and getattr(scheduler, "time_attr", None) == ITERATION:
-            return scheduler.max_t
-        limit = self.ledger.should_stop.iteration_limit
-        if limit is not None:
-            return limit
-        finished = [trial.iteration for trial in self.book if trial.status.is_finished]
-        return max(finished, default=None)
+    def horizon(self) -> int | None:
+        """How many iterations a trial runs at most, if anything says (`nbtune.horizon`)."""
+        max_t = scheduler_max_t(self.scheduler)
+        return horizon_of(self.book.trials.values(), max_t, self.ledger.should_stop.iteration_limit)
 
     # ----- room -------------------------------------------------------------------------------
 

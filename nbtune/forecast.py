@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from nbtune.horizon import ran_in_full, scheduler_max_t
 from nbtune.metrics import finite
 from nbtune.trial import Trial, TrialStatus
 
@@ -369,47 +370,6 @@ UNFINISHED = (TrialStatus.RUNNING, TrialStatus.PAUSED, TrialStatus.PENDING)
 def references_of(trials: Sequence[Trial], curves: Mapping[int, list[float]]) -> list[list[float]]:
     """The curves of the trials that ran in full, by trial id: what a forecast learns from."""
     return [curves[t.trial_id] for t in trials if ran_in_full(t) and t.trial_id in curves]
-
-
-def ran_in_full(trial: Trial) -> bool:
-    """Whether a trial ended by reaching its own end (or its stop criteria): a finished curve
-    whose length a forecast may aim at and whose shape it may learn from."""
-    return trial.status is TrialStatus.TERMINATED and not trial.cut_short
-
-
-def horizon_of(
-    trials: Sequence[Trial], max_t: Any = None, stop_iteration: Any = None
-) -> int | None:
-    """The iteration a trial is expected to end at: the scheduler's `max_t`, else the stop
-    criteria's iteration limit, else the longest trial that ran in full; None if none says."""
-    for limit in (max_t, stop_iteration):
-        if finite(limit) is not None and limit >= 1:
-            return math.ceil(limit)
-    lengths = [trial.iteration for trial in trials if ran_in_full(trial)]
-    return max(lengths) if lengths else None
-
-
-def view_horizon(view: Any, trials: Sequence[Trial]) -> int | None:
-    """`horizon_of` a run's view: a live `Tuner` knows its scheduler and stop criteria, a run
-    loaded from disk only its trials."""
-    max_t = scheduler_max_t(getattr(view, "scheduler", None))
-    return horizon_of(trials, max_t, stop_iteration(getattr(view, "should_stop", None)))
-
-
-def scheduler_max_t(scheduler: Any) -> float | None:
-    """The scheduler's `max_t`, where it has one counted in iterations."""
-    if getattr(scheduler, "time_attr", "training_iteration") != "training_iteration":
-        return None
-    return finite(getattr(scheduler, "max_t", None))
-
-
-def stop_iteration(should_stop: Any) -> int | None:
-    """The iteration limit of stop criteria that have one and nothing else (`free_steps`)."""
-    free = getattr(should_stop, "free_steps", None)
-    if free is None:
-        return None
-    steps = free(0)
-    return None if steps == 0 or steps >= 2**62 else steps + 1
 
 
 def forecast_frame(

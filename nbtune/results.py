@@ -14,6 +14,7 @@ from nbtune.checkpoint import load as load_checkpoint
 from nbtune.checkpoint import size_of
 from nbtune.errors import TrialNotFoundError
 from nbtune.front_end import Dashboard, make_dashboard
+from nbtune.horizon import view_horizon
 from nbtune.metrics import finite, number
 from nbtune.objectives import is_several, modes, names, pareto_trials, single
 from nbtune.retention import best_stored
@@ -395,7 +396,7 @@ class ResultsView:
 
         trials, rows = self._snapshot()
         if horizon is None:
-            horizon = forecast.view_horizon(self, trials)
+            horizon = view_horizon(self, trials)
         return forecast.forecast_frame(trials, rows, metric, horizon)
 
     def _metric_and_mode(self, metric: str | None, mode: str | None) -> tuple[str, str]:

@@ -25,10 +25,6 @@ class RunState(str, Enum):
     STOPPED = "stopped"
     FAILED = "failed"
 
-    @property
-    def is_over(self) -> bool:
-        return self in (RunState.FINISHED, RunState.STOPPED, RunState.FAILED)
-
     def __str__(self) -> str:
         return self.value
 

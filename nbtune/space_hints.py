@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from nbtune.metrics import finite
@@ -110,8 +110,3 @@ def _on_steps(low: int, high: int, domain: IntRange) -> tuple[int, int]:
     low = origin - math.ceil((origin - low) / step) * step
     high = origin + math.ceil((high - origin) / step) * step
     return low, high
-
-
-def changed_space(space: SearchSpace, hint: Mapping[str, Any]) -> SearchSpace:
-    """`space` with the hint's parameter widened, for `Tuner.update_space`."""
-    return space.with_changes({hint["param"]: hint["widened"]})

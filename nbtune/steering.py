@@ -23,6 +23,7 @@ from nbtune.control import RunControl
 from nbtune.define_by_run import DefineByRunSpace, search_space
 from nbtune.errors import RunEndedError
 from nbtune.executors._base import Executor
+from nbtune.horizon import view_horizon
 from nbtune.run_state import RunState
 from nbtune.runner import TrialRunner
 from nbtune.space import SearchSpace
@@ -221,7 +222,7 @@ class Steering:
             return None
         if runner.ended:
             return 0.0
-        horizon = forecast.view_horizon(self, trials)
+        horizon = view_horizon(self, trials)
         planned, workers = self.planned_trials, runner.max_concurrent
         return forecast.run_eta_s(
             trials, rows, planned, workers, horizon, self.scheduler, now=time.time()

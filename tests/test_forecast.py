@@ -15,9 +15,9 @@ from nbtune.forecast import (
     Forecaster,
     expected_length,
     forecast_curve,
-    horizon_of,
     run_eta_s,
 )
+from nbtune.horizon import horizon_of
 from nbtune.trial import Trial, TrialStatus
 
 HORIZON = 60

@@ -44,8 +44,8 @@ from typing import Any
 import ipywidgets as widgets
 
 from nbtune.events import Event, ExperimentDone
-from nbtune.forecast import view_horizon
 from nbtune.front_end import DashboardSource
+from nbtune.horizon import view_horizon
 from nbtune.objectives import is_several, mode_of, primary
 from nbtune.storage import error_file
 from nbtune.trial import Trial, TrialStatus

@@ -14,7 +14,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nbtune.forecast import UNFINISHED, Forecaster, horizon_of, references_of
+from nbtune.forecast import UNFINISHED, Forecaster, references_of
+from nbtune.horizon import horizon_of
 from nbtune.metrics import finite, format_value, number
 from nbtune.objectives import names
 from nbtune.space import IntRange, LogUniform, SearchSpace

@@ -23,7 +23,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from nbtune.analysis import view_of
-from nbtune.forecast import view_horizon
+from nbtune.horizon import view_horizon
 from nbtune.metrics import format_number
 from nbtune.objectives import MODES, mode_of
 from nbtune.optuna_study import param_importances

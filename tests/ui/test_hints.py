@@ -57,13 +57,16 @@ def test_a_crowded_edge_shows_a_line_whose_button_widens_the_space(make_tuner, l
 
 def test_a_run_that_has_ended_shows_no_hint(make_tuner):
     tuner = make_tuner(
-        lambda config: nt.report(loss=config["lr"]),
-        {"lr": nt.grid([0.1, 0.2])},
+        lambda config: nt.report(loss=-config["lr"]),
+        {"lr": nt.loguniform(1e-4, 1e-2)},
         metric="loss",
+        num_samples=len(POINTS),
+        points_to_evaluate=POINTS,
         executor=nt.ThreadExecutor(),
     )
     tuner.run()
+    assert tuner.space_hints(), "the best trials do crowd an edge"
     hints = SpaceHints(tuner, act=lambda command, *args: command(*args))
     hints.draw(live=False)
-    assert hints.shown == [] and hints.widget.children == ()
+    assert hints.shown == [] and hints.widget.children == (), "nothing is left to widen"
     assert hints.widget.layout.display == "none"
