@@ -230,7 +230,7 @@ class Tuner(ResultsView, Steering):
             if max_consecutive_failures is None
             else whole_number("max_consecutive_failures", max_consecutive_failures)
         )
-        self._check_free_name()
+        _check_free_name(self)
         if getattr(self.executor, "pickles_trainable", True):
             _check_picklable(trainable)
         self.bus = EventBus()
@@ -254,7 +254,7 @@ class Tuner(ResultsView, Steering):
         """
         if self._runner is not None:
             raise RuntimeError(f"tuner {self.name!r} was already started; make a new Tuner")
-        storage = self._create_storage()
+        storage = _create_storage(self)
         if self._previous is None:
             self.searcher.setup(self.space, self.metric, self.mode, self.num_samples, self.seed)
             self.searcher.learn_from(self.warm_start)
@@ -292,7 +292,7 @@ class Tuner(ResultsView, Steering):
             trials = self._previous.trials(results, self.metric, self.mode, trust=True)
             self.searcher.restore(trials)
             self._runner.carry_on(trials, results)
-        self._set_up_callbacks()
+        _set_up_callbacks(self)
         if self._retry_errored:
             self._runner.apply_command("retry", {"trials": "errored"}, _retry_errored)
         for config in self._early_trials:
@@ -304,26 +304,6 @@ class Tuner(ResultsView, Steering):
         self._thread.start()
         if _in_notebook() if display is None else display:
             self._summary = self.dashboard().show()
-
-    def _set_up_callbacks(self) -> None:
-        """Call `setup(self)` on each callback that has one, once the run's trials (those
-        it carries on) are known and before any event.
-
-        A setup that raises stops the start: the directory is released (and, for a new run,
-        which has recorded nothing, removed) and the error goes to the caller, so that running
-        the cell again works."""
-        try:
-            for callback in self.callbacks:
-                setup = getattr(callback, "setup", None)
-                if callable(setup):
-                    setup(self)
-        except BaseException:
-            runner, self._runner = self._runner, None
-            if runner is not None:
-                runner.storage.close()
-            if self._previous is None:
-                shutil.rmtree(self.path, ignore_errors=True)
-            raise
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run ends (or `timeout` seconds pass); return whether it ended.
@@ -345,7 +325,7 @@ class Tuner(ResultsView, Steering):
         try:
             ended = runner.wait(timeout)
         except KeyboardInterrupt:
-            ended = self._stop_after_interrupt(runner)
+            ended = _stop_after_interrupt(self, runner)
         if not ended:
             return False
         if self._summary is not None:
@@ -354,27 +334,6 @@ class Tuner(ResultsView, Steering):
             raise RuntimeError(f"the nbtune run {self.name!r} failed: {runner.error}") from (
                 runner.crash
             )
-        return True
-
-    def _stop_after_interrupt(self, runner: TrialRunner) -> bool:
-        try:
-            runner.call(lambda: runner.request_stop(hold=True)).result(COMMAND_TIMEOUT_S)
-            print(
-                f"nbtune: interrupted; {self.name!r} pauses its trials at their next report and "
-                "stops (interrupt again to end them at once)",
-                file=sys.stderr,
-                flush=True,
-            )
-            runner.wait()
-        except KeyboardInterrupt:
-            runner.call(lambda: runner.request_stop(hold=True))
-            self.executor.abandon()
-            runner.wait()
-        print(
-            f"nbtune: {self.name!r} stopped; carry it on with nbtune.Tuner.restore("
-            f"{str(self.path)!r}, {_trainable_name(self.trainable)})",
-            file=sys.stderr,
-        )
         return True
 
     def run(self, display: bool | None = None) -> None:
@@ -540,44 +499,6 @@ class Tuner(ResultsView, Steering):
             raise RuntimeError(f"tuner {self.name!r} has not started; call tuner.start() first")
         return self._runner
 
-    def _check_free_name(self) -> None:
-        """Refuse to write over an experiment unless told to, and ever to remove a folder
-        that is not one (or a link to one)."""
-        replaceable = ExperimentStorage(self.path).exists and not self.path.is_symlink()
-        if self.overwrite and os.path.lexists(self.path) and not replaceable:
-            raise FileExistsError(
-                f"{self.path} is not the folder of an nbtune experiment; overwrite=True "
-                "replaces only such a folder: pick another name=..., or remove it yourself"
-            )
-        if self.overwrite or self._previous is not None or not ExperimentStorage(self.path).exists:
-            return
-        raise FileExistsError(
-            f"{self.path} already holds an experiment; pass resume=True to carry it on, "
-            "pick another name=..., or pass overwrite=True to replace it"
-        )
-
-    def _grow_budget(self, storage: ExperimentStorage) -> None:
-        """A resumed run asked for more samples than it had: the searcher may suggest more."""
-        spec = self._previous.spec()
-        more = self.num_samples - spec["num_samples"]
-        if more > 0:
-            self.searcher.extend(more * self.space.grid_size)
-            storage.write_spec({**spec, "num_samples": self.num_samples})
-
-    def _create_storage(self) -> ExperimentStorage:
-        self._check_free_name()
-        storage = ExperimentStorage(self.path)
-        if self._previous is not None:
-            self._grow_budget(storage)
-            storage.open_logs()
-            return storage
-        if self.overwrite and self.path.exists():
-            check_unlocked(self.path)
-            shutil.rmtree(self.path)
-        storage.create(_spec_of(self))
-        environment.record(self.path)
-        return storage
-
 
 def _run_folder(path: str | os.PathLike) -> Path:
     """The folder `path` names, as given where it says it ("runs/x"), else made absolute ("."
@@ -723,3 +644,88 @@ def _in_notebook() -> bool:
     """Whether this runs in a Jupyter kernel (without importing IPython to find out)."""
     shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
     return getattr(shell, "kernel", None) is not None
+
+
+def _stop_after_interrupt(tuner: Tuner, runner: TrialRunner) -> bool:
+    """The first Ctrl-C pauses every trial and stops the run; a second ends them at once."""
+    try:
+        runner.call(lambda: runner.request_stop(hold=True)).result(COMMAND_TIMEOUT_S)
+        print(
+            f"nbtune: interrupted; {tuner.name!r} pauses its trials at their next report and "
+            "stops (interrupt again to end them at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+        runner.wait()
+    except KeyboardInterrupt:
+        runner.call(lambda: runner.request_stop(hold=True))
+        tuner.executor.abandon()
+        runner.wait()
+    print(
+        f"nbtune: {tuner.name!r} stopped; carry it on with nbtune.Tuner.restore("
+        f"{str(tuner.path)!r}, {_trainable_name(tuner.trainable)})",
+        file=sys.stderr,
+    )
+    return True
+
+
+def _set_up_callbacks(tuner: Tuner) -> None:
+    """Call `setup(tuner)` on each callback that has one, once the run's trials (those
+    it carries on) are known and before any event.
+
+    A setup that raises stops the start: the directory is released (and, for a new run,
+    which has recorded nothing, removed) and the error goes to the caller, so that running
+    the cell again works."""
+    try:
+        for callback in tuner.callbacks:
+            setup = getattr(callback, "setup", None)
+            if callable(setup):
+                setup(tuner)
+    except BaseException:
+        runner, tuner._runner = tuner._runner, None
+        if runner is not None:
+            runner.storage.close()
+        if tuner._previous is None:
+            shutil.rmtree(tuner.path, ignore_errors=True)
+        raise
+
+
+def _check_free_name(tuner: Tuner) -> None:
+    """Refuse to write over an experiment unless told to, and ever to remove a folder
+    that is not one (or a link to one)."""
+    replaceable = ExperimentStorage(tuner.path).exists and not tuner.path.is_symlink()
+    if tuner.overwrite and os.path.lexists(tuner.path) and not replaceable:
+        raise FileExistsError(
+            f"{tuner.path} is not the folder of an nbtune experiment; overwrite=True "
+            "replaces only such a folder: pick another name=..., or remove it yourself"
+        )
+    if tuner.overwrite or tuner._previous is not None or not ExperimentStorage(tuner.path).exists:
+        return
+    raise FileExistsError(
+        f"{tuner.path} already holds an experiment; pass resume=True to carry it on, "
+        "pick another name=..., or pass overwrite=True to replace it"
+    )
+
+
+def _grow_budget(tuner: Tuner, storage: ExperimentStorage) -> None:
+    """A resumed run asked for more samples than it had: the searcher may suggest more."""
+    spec = tuner._previous.spec()
+    more = tuner.num_samples - spec["num_samples"]
+    if more > 0:
+        tuner.searcher.extend(more * tuner.space.grid_size)
+        storage.write_spec({**spec, "num_samples": tuner.num_samples})
+
+
+def _create_storage(tuner: Tuner) -> ExperimentStorage:
+    _check_free_name(tuner)
+    storage = ExperimentStorage(tuner.path)
+    if tuner._previous is not None:
+        _grow_budget(tuner, storage)
+        storage.open_logs()
+        return storage
+    if tuner.overwrite and tuner.path.exists():
+        check_unlocked(tuner.path)
+        shutil.rmtree(tuner.path)
+    storage.create(_spec_of(tuner))
+    environment.record(tuner.path)
+    return storage
