@@ -127,6 +127,9 @@ class Dashboard:
         self._error_texts: dict[tuple[int, int], str] = {}
         self._dirty = threading.Event()
         self._closing = threading.Event()
+        self._over = not source.live
+        """No refresh thread draws any more (the run has ended, or never ran here): a change
+        the user makes is drawn at once, on the thread that handles it."""
         self._lock = threading.RLock()
         self.message = widgets.HTML()
         self.widget = widgets.VBox([widgets.HTML(title_html(source.name, "starting"))])
@@ -145,7 +148,7 @@ class Dashboard:
 
     @property
     def live(self) -> bool:
-        return self.source.live
+        return self.source.live and not self._over
 
     # ----- building ---------------------------------------------------------------------------
 
@@ -191,7 +194,7 @@ class Dashboard:
             for name in self.tab_names
             if name not in VIEWS
         }
-        self.pickers = MetricPickers(self.source, self.charts, self._on_pick)
+        self.pickers = MetricPickers(self.source, self.charts, self._changed)
         self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
         self.frame = widgets.HTML()
@@ -204,7 +207,7 @@ class Dashboard:
             ],
             titles=self.tab_names,
         )
-        self.tabs.observe(lambda _: self._dirty.set(), names="selected_index")
+        self.tabs.observe(lambda _: self._changed(), names="selected_index")
         self.controls = widgets.HBox(
             [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
         )
@@ -378,11 +381,15 @@ class Dashboard:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
-    def _on_pick(self) -> None:
-        """A metric picked: redraw (at once where no timer redraws)."""
+    def _changed(self) -> None:
+        """The user changed what to show (a tab, a metric, an option, the table's view):
+        redraw, at once once no refresh thread does (after the run's end, or for a run that
+        is not live). Under the redraw lock, so that a change made during the refresh thread's
+        last redraw is drawn by one of the two."""
         self._dirty.set()
-        if not self.live:
-            self.redraw()
+        with self._lock:
+            if self._over:
+                self.redraw()
 
     def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
         """The trial the "trial" tab shows: the one picked in the table, else the best."""
@@ -462,9 +469,7 @@ class Dashboard:
                 }
                 self._act(commands[content["action"]], trial_id)
                 return
-        self._dirty.set()
-        if not self.live:
-            self.redraw()
+        self._changed()
 
     # ----- live updates -----------------------------------------------------------------------
 
@@ -489,7 +494,9 @@ class Dashboard:
             self.redraw()
             if self._closing.is_set():
                 self._unsubscribe()
-                self.redraw()
+                with self._lock:
+                    self._over = True
+                    self.redraw()
                 return
             self._closing.wait(self.refresh_s)
 
