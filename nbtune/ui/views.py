@@ -148,7 +148,7 @@ class ChartTab:
             return
         self._static_sent = text
         spec = json.loads(text)
-        bundle = {"application/vnd.plotly.v1+json": {**spec, "config": {"responsive": True}}}
+        bundle = {"application/vnd.plotly.v1+json": spec}
         bundle["text/plain"] = f"nbtune chart: {self.name}"
         self._output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
