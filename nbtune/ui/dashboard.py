@@ -84,6 +84,13 @@ RENDER_GRACE_S = 8.0
 falls back to static HTML."""
 BUILD_TIMEOUT_S = 60.0
 """How long a redraw asked for from another thread waits for the widgets to be built."""
+FRONT_END_STYLE = (
+    "<style>.nbtune-dashboard .jupyter-widgets:has(> .jupyter-widgets-error-widget)"
+    "{display:none}</style>"
+)
+"""Put in the title (a core widget, which every front end draws): a widget the browser cannot
+draw (the table or a chart without anywidget) leaves no red error box while the dashboard
+waits to fall back to static HTML; a line says the table is being drawn instead."""
 _DISK_READ_EVERY_S = 2.0
 """How often the dashboard adds up the checkpoints on disk (it walks the run's folders)."""
 
@@ -301,7 +308,10 @@ class Dashboard:
         held_by = getattr(self.source, "held_by", None) if self.live else None
         if held_by:
             lines.insert(0, f"<b style='color:#d62728'>{html.escape(held_by)}</b>")
-        notice = f"<i>{html.escape(self.notice)}</i>" if self.notice else ""
+        notice = self.notice
+        if self._shown_at is not None and not self.rendered and self.static_table is None:
+            notice = "drawing the table…"
+        notice = f"<i>{html.escape(notice)}</i>" if notice else ""
         text = "".join(lines) or notice
         if self.message.value != text:
             self.message.value = text
@@ -318,7 +328,9 @@ class Dashboard:
             # A Tuner's ETA (an analysis has none), shown while trials run.
             running = live and run_state == "running"
             eta = getattr(self.source, "eta_s", None) if running else None
-            self.title.value = title_html(self.source.name, run_state, elapsed, eta)
+            self.title.value = FRONT_END_STYLE + title_html(
+                self.source.name, run_state, elapsed, eta
+            )
             finished = sum(trial.status.is_finished for trial in trials)
             planned: int | None = len(trials) + page.unstarted
             if not live:  # how many ran, of the plan seen while live (None: not known)
@@ -497,8 +509,25 @@ class Dashboard:
                 with self._lock:
                     self._over = True
                     self.redraw()
+                self._settle_front_end()
                 return
             self._closing.wait(self.refresh_s)
+
+    def _settle_front_end(self) -> None:
+        """After the run's end, which may come before the browser had `RENDER_GRACE_S` to draw:
+        go on checking it drew, and fall back to static HTML as during the run if it did not
+        (else a front end without anywidget would keep its error boxes for good)."""
+        while self._shown_at is not None and not self.static_charts:
+            unsettled = not self.rendered or any(
+                chart.waits_to_render() for chart in self.charts.values()
+            )
+            if not unsettled:
+                return
+            self._guarded("dashboard", self._check_front_end)
+            if self.static_charts:
+                self.redraw()
+                return
+            time.sleep(self.refresh_s)
 
     def _check_front_end(self) -> None:
         """Fall back to static HTML where the browser has not drawn in time: the whole
