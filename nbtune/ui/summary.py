@@ -164,6 +164,19 @@ def featured_by_front(
     return HistoryData(data.metric, curves, tuple(front[:3]))
 
 
+SLOT_STYLE = (
+    "<style>.jp-OutputArea:has(.nbtune-dashboard) > .jp-OutputArea-child:has(.nbtune-summary)"
+    "{display:none}.jp-OutputArea:has(.nbtune-summary) > .jp-OutputArea-child:has(> "
+    ".jp-OutputArea-output.jupyter-widgets){display:none}</style>"
+)
+"""Sent with the summary under a dashboard, for JupyterLab and Notebook 7: the summary hides
+while the live dashboard above it shows (it would repeat it), and the dashboard's "Error
+displaying widget: model not found" line hides once its widgets are gone (a notebook reopened
+with a fresh kernel), so that the summary stands alone: the widget manager marks the output
+it could not draw, and only that one, with the class `jupyter-widgets`. Where the page ignores
+it (another front end, an untrusted notebook), both show, as before."""
+
+
 class SummarySlot:
     """An output under the live dashboard that receives the static summary once the run ends.
 
@@ -203,7 +216,7 @@ class SummarySlot:
 
         handle, self._handle = self._handle, None
         try:
-            handle.update(HTML(summary_html(self.source, self.source.state)))
+            handle.update(HTML(SLOT_STYLE + summary_html(self.source, self.source.state)))
         except Exception:
             logger.exception("nbtune: could not show the summary of %r", self.source.name)
         return True
