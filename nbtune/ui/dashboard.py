@@ -234,14 +234,17 @@ class Dashboard:
             ]
         if self.live and not self.clicks_while_busy:
             self.notice = (
-                "Buttons act between cells here: this kernel cannot serve them while a cell "
-                "runs (that needs ipykernel 7's subshells)."
+                "Buttons act between cells here, and a page reloaded while a cell runs shows "
+                "this dashboard again only once the cell ends: this kernel cannot serve them "
+                "while a cell runs (that needs ipykernel 7's subshells)."
             )
         self._draw_message()
         self.ready.set()
 
     def _serve_clicks_on_subshell(self) -> bool:
-        from nbtune.ui.subshell import serve_on_subshell
+        from nbtune.ui.subshell import serve_on_subshell, serve_widget_state_while_busy
+
+        serve_widget_state_while_busy()
 
         clickable = [
             self.pause_all,
@@ -308,10 +311,10 @@ class Dashboard:
         held_by = getattr(self.source, "held_by", None) if self.live else None
         if held_by:
             lines.insert(0, f"<b style='color:#d62728'>{html.escape(held_by)}</b>")
-        notice = self.notice
+        notices = [self.notice] if self.notice else []
         if self._shown_at is not None and not self.rendered and self.static_table is None:
-            notice = "drawing the table…"
-        notice = f"<i>{html.escape(notice)}</i>" if notice else ""
+            notices.insert(0, "drawing the table…")
+        notice = "<br>".join(f"<i>{html.escape(line)}</i>" for line in notices)
         text = "".join(lines) or notice
         if self.message.value != text:
             self.message.value = text

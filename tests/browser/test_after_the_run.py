@@ -125,10 +125,7 @@ def test_reopened_with_a_fresh_kernel_the_summary_stands_alone(lab_dir, open_not
     notebook.run_all_and_wait()
     summary = notebook.output(".nbtune-summary")
     summary.wait_for(state="attached", timeout=TIMEOUT_MS)
-    notebook.page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-    notebook.page.wait_for_function(
-        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty"
-    )
+    notebook.save()
     notebook.server.shutdown_kernels()
 
     reopened = open_notebook(path)
