@@ -134,9 +134,7 @@ class Dashboard:
         self._error_texts: dict[tuple[int, int], str] = {}
         self._dirty = threading.Event()
         self._closing = threading.Event()
-        self._over = not source.live
-        """No refresh thread draws any more (the run has ended, or never ran here): a change
-        the user makes is drawn at once, on the thread that handles it."""
+        self._over = not source.live  # no refresh thread draws: a change is drawn at once
         self._lock = threading.RLock()
         self.message = widgets.HTML()
         self.widget = widgets.VBox([widgets.HTML(title_html(source.name, "starting"))])
@@ -397,10 +395,9 @@ class Dashboard:
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
     def _changed(self) -> None:
-        """The user changed what to show (a tab, a metric, an option, the table's view):
-        redraw, at once once no refresh thread does (after the run's end, or for a run that
-        is not live). Under the redraw lock, so that a change made during the refresh thread's
-        last redraw is drawn by one of the two."""
+        """The user changed what to show (a tab, a metric, the table's view): redraw, at once
+        if no refresh thread does (the run has ended, or is not live here); under the lock,
+        so that the refresh thread's last redraw or this one draws it."""
         self._dirty.set()
         with self._lock:
             if self._over:
@@ -506,31 +503,16 @@ class Dashboard:
             self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
             self._dirty.clear()
             self._guarded("dashboard", self._check_front_end)
-            self.redraw()
-            if self._closing.is_set():
-                self._unsubscribe()
-                with self._lock:
-                    self._over = True
-                    self.redraw()
-                self._settle_front_end()
-                return
-            self._closing.wait(self.refresh_s)
-
-    def _settle_front_end(self) -> None:
-        """After the run's end, which may come before the browser had `RENDER_GRACE_S` to draw:
-        go on checking it drew, and fall back to static HTML as during the run if it did not
-        (else a front end without anywidget would keep its error boxes for good)."""
-        while self._shown_at is not None and not self.static_charts:
-            unsettled = not self.rendered or any(
-                chart.waits_to_render() for chart in self.charts.values()
-            )
-            if not unsettled:
-                return
-            self._guarded("dashboard", self._check_front_end)
-            if self.static_charts:
+            with self._lock:
+                self._over = self._closing.is_set()
                 self.redraw()
+            if not self._over:
+                self._closing.wait(self.refresh_s)
+            elif self._dirty.is_set():  # the end came before the browser drew: check again
+                time.sleep(self.refresh_s)
+            else:
+                self._unsubscribe()
                 return
-            time.sleep(self.refresh_s)
 
     def _check_front_end(self) -> None:
         """Fall back to static HTML where the browser has not drawn in time: the whole
