@@ -792,14 +792,17 @@ class ExperimentReader:
 
     def _resumable(self, trial: Trial, seen: list[tuple[int, str]]) -> Trial:
         """`trial`, resuming from the newest checkpoint at or below its last logged iteration
-        when its own latest one is past it (see `trials`)."""
+        when its own latest one is past it (see `trials`) or is not there (a remote run's
+        store may lack one that retention deleted before it was uploaded)."""
         if (
             trial.status.is_finished
             or trial.checkpoint is None
             or trial.checkpoint_iteration is None
-            or trial.checkpoint_iteration <= trial.iteration
             or not _is_own(trial.checkpoint, trial.trial_id)
         ):
+            return trial
+        there = (self.path / trial.checkpoint).exists()
+        if trial.checkpoint_iteration <= trial.iteration and there:
             return trial
         own = checkpoint_dir(self.path, trial.trial_id)
         candidates = {

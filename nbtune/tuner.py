@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbtune import environment, objectives
+from nbtune import environment, objectives, remote
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
 from nbtune.control import RunControl
@@ -30,6 +30,7 @@ from nbtune.executors._shared import check_picklable
 from nbtune.executors.loky import LokyExecutor
 from nbtune.front_end import SummarySlot
 from nbtune.progress import ProgressLine
+from nbtune.remote import RemoteRun
 from nbtune.resources import TrialResources
 from nbtune.results import ResultsView
 from nbtune.run_state import RunState
@@ -111,7 +112,12 @@ class Tuner(ResultsView, Steering):
         time_budget_s: end the whole experiment after this many seconds (see `set_time_budget`).
         finish_by: finish the experiment by then: seconds from its start, or a `datetime`
             (see `finish_by`).
-        storage_path: the folder that holds experiment directories.
+        storage_path: the folder that holds experiment directories, or a URL (`s3://b/runs`,
+            `gs://`, `az://`, `file://`, `memory://`): the run is written in a local cache
+            folder and synced there (see README, "Remote storage").
+        storage_options: passed to fsspec for a URL storage_path (credentials, endpoint).
+        sync_period_s: how often a remote run is synced (also at every pause, stop, end and
+            kept checkpoint): what a crash can lose remotely is at most that much.
         callbacks: functions called with every `nbtune.events` event, on the runner thread;
             they must return quickly. A callback that has a `setup(tuner)` method has it
             called once by `start()`, before the first event, with this Tuner: its name, path,
@@ -180,6 +186,8 @@ class Tuner(ResultsView, Steering):
         resume: bool = False,
         points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
         warm_start: str | os.PathLike | ExperimentAnalysis | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        sync_period_s: float = 5.0,
     ) -> None:
         _check_trainable(trainable)
         metric, mode = objectives.checked(metric, mode)
@@ -197,7 +205,9 @@ class Tuner(ResultsView, Steering):
         self.name = _checked_name(
             name or f"{_folder_name(_trainable_name(trainable))}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
-        self.path = _checked_storage_path(storage_path) / self.name
+        self.path, self._remote = _run_location(
+            storage_path, storage_options, sync_period_s, self.name, resume, overwrite
+        )
         self.overwrite = overwrite
         if os.path.lexists(self.path):
             check_private(self.path)
@@ -345,7 +355,8 @@ class Tuner(ResultsView, Steering):
     def restore(
         cls, path: str | os.PathLike, trainable: Callable[[dict[str, Any]], Any] | type, **options
     ) -> Tuner:
-        """Carry on a stopped or crashed run from its directory, e.g. "nbtune-runs/demo".
+        """Carry on a stopped or crashed run from its directory, e.g. "nbtune-runs/demo", or
+        its URL, e.g. "s3://bucket/runs/demo" (with `storage_options=`, on any machine).
 
         Finished trials stay as they were; every other one starts again from its latest
         checkpoint (or from scratch), and its results already in the log are not recorded
@@ -365,7 +376,7 @@ class Tuner(ResultsView, Steering):
 
         The directory's pickled state runs code when loaded: only restore runs you trust.
         """
-        folder = _run_folder(path)
+        folder, storage_path = _restore_location(path, options)
         reader = ExperimentReader(folder)
         spec = reader.spec()
         keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
@@ -377,7 +388,7 @@ class Tuner(ResultsView, Steering):
                 f"{folder} has no state.pkl (its driver died before saving it): carry its trials "
                 f"on with nbtune.Tuner.restore({str(folder)!r}, trainable, space=...)"
             )
-        tuner = cls(trainable, name=folder.name, storage_path=folder.parent, resume=True, **options)
+        tuner = cls(trainable, name=folder.name, storage_path=storage_path, resume=True, **options)
         if fresh:  # set up as a new run's are; `start` catches them up with the trials
             tuner.scheduler.setup(tuner.metric, tuner.mode, tuner.seed)
             tuner.searcher.setup(
@@ -507,6 +518,37 @@ def _run_folder(path: str | os.PathLike) -> Path:
     if given.name in ("", ".", ".."):
         return Path(os.path.abspath(path))
     return given
+
+
+def _run_location(
+    storage_path: Any,
+    storage_options: Mapping[str, Any] | None,
+    sync_period_s: Any,
+    name: str,
+    resume: bool,
+    overwrite: bool,
+) -> tuple[Path, RemoteRun | None]:
+    """The run's folder; for a URL, its local cache folder and the remote run it mirrors."""
+    if not remote.is_url(storage_path):
+        if storage_options:
+            raise ValueError(
+                f"storage_options=... is for a URL storage_path, e.g. 's3://bucket/runs'; "
+                f"{str(storage_path)!r} is a local folder: leave storage_options out"
+            )
+        return _checked_storage_path(storage_path) / name, None
+    run = remote.open_run(
+        storage_path, storage_options, name, sync_period_s, resume=resume, overwrite=overwrite
+    )
+    return run.folder, run
+
+
+def _restore_location(path: Any, options: Mapping[str, Any]) -> tuple[Path, Any]:
+    """The folder a restore reads (a URL's run pulled into its cache folder first), and the
+    storage_path the restored run is kept under."""
+    if remote.is_url(path):
+        return remote.restore_folder(path, options)
+    folder = _run_folder(path)
+    return folder, folder.parent
 
 
 def _retry_errored(control: RunControl) -> list[int]:
@@ -663,7 +705,8 @@ def _stop_after_interrupt(tuner: Tuner, runner: TrialRunner) -> bool:
         runner.wait()
     print(
         f"nbtune: {tuner.name!r} stopped; carry it on with nbtune.Tuner.restore("
-        f"{str(tuner.path)!r}, {_trainable_name(tuner.trainable)})",
+        f"{str(tuner._remote.url if tuner._remote else tuner.path)!r}, "
+        f"{_trainable_name(tuner.trainable)})",
         file=sys.stderr,
     )
     return True
@@ -718,7 +761,7 @@ def _grow_budget(tuner: Tuner, storage: ExperimentStorage) -> None:
 
 def _create_storage(tuner: Tuner) -> ExperimentStorage:
     _check_free_name(tuner)
-    storage = ExperimentStorage(tuner.path)
+    storage = ExperimentStorage(tuner.path) if tuner._remote is None else tuner._remote.storage()
     if tuner._previous is not None:
         _grow_budget(tuner, storage)
         storage.open_logs()
