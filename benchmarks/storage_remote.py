@@ -171,7 +171,8 @@ def dispatch(url: str, scratch: Path, trials: int, reports: int, rounds: int) ->
     results = trials * reports
     common = {"trials": trials, "reports": reports, "sync_period_s": 0.5}
     rows = []
-    for figure, part, target in (("remote_dispatch_ratio", 0, "< 1.10"), ("remote_wall_ratio", 1, None)):
+    figures = (("remote_dispatch_ratio", 0, "< 1.10"), ("remote_wall_ratio", 1, None))
+    for figure, part, target in figures:
         best_local = min(row[part] for row in local)
         best_s3 = min(row[part] for row in s3)
         ratio = best_s3 / best_local

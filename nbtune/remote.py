@@ -401,6 +401,11 @@ class RemoteRun:
         if self.folder.exists():
             check_unlocked(self.folder)
         exists = self.store.exists(self.name)
+        if not exists and self.store.fs.exists(self.store.path(self.name)):
+            raise FileExistsError(
+                f"{self.url} holds files but no nbtune experiment; nbtune writes only into "
+                "its own runs: pick another name=..., or remove them yourself"
+            )
         if exists and not (resume or overwrite):
             raise FileExistsError(
                 f"{self.url} already holds an experiment; pass resume=True to carry it on, "
@@ -446,8 +451,8 @@ def restore_folder(url: str, options: Mapping[str, Any]) -> tuple[Path, str]:
     """
     parent, name = split_url(url)
     period = options.get("sync_period_s", 5.0)
-    options_ = options.get("storage_options")
-    run = open_run(parent, options_, name, period, resume=True, overwrite=False)
+    storage_options = options.get("storage_options")
+    run = open_run(parent, storage_options, name, period, resume=True, overwrite=False)
     if not run.known:
         raise FileNotFoundError(
             f"{url} holds no nbtune experiment (no experiment.json); check the URL"
@@ -476,7 +481,8 @@ class RemoteExperimentStorage(ExperimentStorage):
 
     def create(self, spec: Mapping[str, Any]) -> None:
         """A new run replaces whatever the store holds under its name (`overwrite=True`)."""
-        self.run.store.remove(self.run.name)
+        if self.run.store.exists(self.run.name):
+            self.run.store.remove(self.run.name)
         self.run.known = {}
         super().create(spec)
 
@@ -525,6 +531,7 @@ class Syncer:
         self._closing = False
         self._token = secrets.token_hex(8)
         self._warned = False
+        self._lease_written_at = 0.0
         self._thread = threading.Thread(target=self._loop, name="nbtune-sync", daemon=True)
 
     def start(self) -> None:
@@ -587,6 +594,7 @@ class Syncer:
             "period": self.run.sync_period_s,
         }
         self.run.store.fs.pipe_file(self.run.store.path(self.run.name, LEASE), _json(lease))
+        self._lease_written_at = lease["heartbeat"]
 
     def sync(self) -> None:
         """Copy what changed since the last sync, in an order that leaves the store readable
@@ -630,6 +638,8 @@ class Syncer:
                 store.fs.pipe({store.path(self.run.name, rel): b for rel, b in payload.items()})
             for rel in payload:
                 self.run.known[rel] = cut.keys[rel]
+            if time.time() - self._lease_written_at > self.run.sync_period_s:
+                self._write_lease()  # a long upload keeps the lease fresh
 
 
 def _read(path: Path, key: Any) -> bytes:
@@ -666,7 +676,9 @@ def _cut(folder: Path) -> _Cut:
 
 
 def _hidden(name: str) -> bool:
-    return name.startswith(".") or name.endswith((".tmp", ".part"))
+    """Whether a file stays local: the lock, and files and folders being written (renamed
+    when whole)."""
+    return name == ".lock" or name.endswith((".tmp", ".part"))
 
 
 def _json(value: Any) -> bytes:

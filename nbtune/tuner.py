@@ -730,6 +730,8 @@ def _set_up_callbacks(tuner: Tuner) -> None:
             runner.storage.close()
         if tuner._previous is None:
             shutil.rmtree(tuner.path, ignore_errors=True)
+            if tuner._remote is not None:
+                tuner._remote.store.remove(tuner.name)
         raise
 
 

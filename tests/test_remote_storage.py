@@ -229,6 +229,7 @@ def test_a_killed_driver_is_restored_elsewhere_with_no_result_lost_or_repeated(
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     before = set(remote_results(s3, run_url))
+    assert len(before) < 4 * STEPS, "the driver was killed mid-run"
     assert nt.load(run_url, storage_options=options).state == "unfinished"
 
     cache("other-machine")
