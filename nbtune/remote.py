@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from nbtune.executors._shared import process_alive
 from nbtune.storage import (
     ExperimentReader,
     ExperimentStorage,
@@ -223,19 +224,8 @@ def is_fresh(lease: Mapping[str, Any] | None) -> bool:
     if time.time() - heartbeat > max(3 * period, _STALE_AFTER_S):
         return False
     pid = lease.get("pid")
-    return lease.get("host") != socket.gethostname() or not isinstance(pid, int) or _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    if os.name == "nt":
-        return True  # os.kill would end it there: assume alive, the heartbeat decides
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    elsewhere = lease.get("host") != socket.gethostname()
+    return elsewhere or not isinstance(pid, int) or process_alive(pid)
 
 
 def check_lease(store: RemoteStore, name: str, token: str | None = None) -> None:
