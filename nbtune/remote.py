@@ -132,10 +132,12 @@ class RemoteStore:
         return folder / name
 
     def exists(self, name: str) -> bool:
+        self.fs.invalidate_cache()  # another process may have written since: no stale listing
         return bool(self.fs.exists(self.path(name, "experiment.json")))
 
     def names(self) -> list[str]:
         """The runs under the root (folders holding an `experiment.json`)."""
+        self.fs.invalidate_cache()
         try:
             entries = self.fs.ls(self.root, detail=True)
         except FileNotFoundError:
@@ -146,6 +148,7 @@ class RemoteStore:
     def listing(self, name: str) -> dict[str, int]:
         """Every file of run `name`, by path relative to its folder, with its size."""
         base = self.path(name) + "/"
+        self.fs.invalidate_cache()
         found = self.fs.find(self.path(name), detail=True)
         return {
             full[len(base) :]: info.get("size") or 0
