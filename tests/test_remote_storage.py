@@ -183,6 +183,31 @@ def test_a_pause_a_stop_and_the_end_reach_the_store_without_waiting_for_the_peri
     assert [i for i, *_ in histories(finished)[0]] == list(range(1, STEPS + 1))
 
 
+def test_a_kept_checkpoint_reaches_the_store_without_waiting_for_the_period(url, options, s3):
+    """The trial checkpoints twice, then goes silent: only the sync that each kept
+    checkpoint asks for can have brought them, with an hour between syncs."""
+    tuner = nt.Tuner(
+        trainables.hangs_at,
+        {"steps": 3, "interval": 0.0, "hang_at": 3, "hang_s": 600},
+        metric="loss",
+        name="silent",
+        storage_path=url,
+        storage_options=options,
+        sync_period_s=3600,
+        progress=False,
+    )
+    tuner.start()
+    try:
+        expected = ["0/checkpoints/checkpoint_000001.pkl", "0/checkpoints/checkpoint_000002.pkl"]
+        eventually(
+            lambda: s3.invalidate_cache() or remote_checkpoints(s3, f"{url}/silent") == expected,
+            "both checkpoints in the store",
+        )
+    finally:
+        tuner.stop(0, force=True)
+        tuner.wait()
+
+
 def test_retention_deletes_checkpoints_in_the_store_too(url, options, s3):
     tuner = nt.Tuner(
         trainables.steps,
