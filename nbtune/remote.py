@@ -167,11 +167,14 @@ class RemoteStore:
         if self.fs.root_marker or not bucket:
             return
         try:
-            reachable = self.fs.exists(bucket)
+            self.fs.ls(self.root)
+        except FileNotFoundError:
+            if not self.fs.exists(bucket):
+                raise OSError(
+                    f"{self.url}: bucket {bucket!r} does not exist or is not yours; {_HINT}"
+                ) from None
         except Exception as exc:
             raise OSError(f"{self.url} cannot be reached ({_reason(exc)}); {_HINT}") from None
-        if not reachable:
-            raise OSError(f"{self.url}: bucket {bucket!r} does not exist or is not yours; {_HINT}")
 
 
 _HINT = "check the bucket, the credentials and the endpoint (storage_options=..., AWS_* variables)"

@@ -346,6 +346,20 @@ def test_a_url_that_cannot_be_used_is_refused_in_one_line(options, storage_path,
     assert "\n" not in str(refused.value)
 
 
+def test_an_endpoint_that_does_not_answer_is_refused_in_one_line():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{closed}"},
+        "config_kwargs": {"retries": {"max_attempts": 1}},
+    }
+    with pytest.raises(OSError, match=r"^s3://runs/x cannot be reached \(EndpointConnection"):
+        nt.Tuner(trainables.count_up, storage_path="s3://runs/x", storage_options=options)
+
+
 def _installed(module: str) -> bool:
     import importlib.util
 
