@@ -19,11 +19,12 @@ towards the feasible region.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nbtune.metrics import finite
+from nbtune.trial import Trial
 
 _EXAMPLE = "e.g. {'latency_ms': (None, 10), 'acc': (0.9, None)}"
 
@@ -96,6 +97,13 @@ class Constraints:
         """Whether a trial whose last result is `last_result` is feasible; None if it has
         reported nothing yet."""
         return self.feasible(last_result) if last_result else None
+
+    def infeasible(self, trials: Iterable[Trial]) -> frozenset[int]:
+        """The ids of the `trials` whose last result misses a constraint (or that reported
+        nothing, where there are constraints): those the best never counts."""
+        if not self.bounds:
+            return frozenset()
+        return frozenset(trial.trial_id for trial in trials if not self.feasible(trial.last_result))
 
     def describe(self, result: Mapping[str, Any]) -> str:
         """What `result` misses, in a few words for a tooltip ("latency_ms 12 > 10")."""

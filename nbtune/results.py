@@ -228,7 +228,7 @@ def best_row(
     trial that returned its score (`Trial.returned`), only that last result counts. With
     `constraints`, only feasible results of trials whose last result is feasible count."""
     returned = {trial.trial_id: trial.iteration for trial in trials if trial.returned}
-    infeasible = _infeasible(trials, constraints)
+    infeasible = constraints.infeasible(trials)
     best, best_value = None, None
     for row in rows:
         if returned.get(row["trial_id"], row["training_iteration"]) != row["training_iteration"]:
@@ -239,13 +239,6 @@ def best_row(
         if value != best_value:
             best, best_value = row, value
     return best
-
-
-def _infeasible(trials: Sequence[Trial], constraints: Constraints) -> set[int]:
-    """The ids of the trials whose last result misses a constraint (or who reported none)."""
-    if not constraints:
-        return set()
-    return {trial.trial_id for trial in trials if not constraints.feasible(trial.last_result)}
 
 
 class ResultsView:
@@ -365,7 +358,7 @@ class ResultsView:
         metric, mode = self._metric_and_mode(metric, mode)
         reduce = _scope(scope)
         trials, rows = self._snapshot()
-        infeasible = _infeasible(trials, self.constraints)
+        infeasible = self.constraints.infeasible(trials)
         values: dict[int, list[float]] = {}
         seen = False
         for row in rows:

@@ -304,8 +304,8 @@ class Dashboard:
             self.message.value = text
 
     def _draw_top(self, trials: Sequence[Trial], live: bool) -> None:
-        metric, mode = self.source.metric, self.source.mode
-        page = table_page(trials, metric, self.view, live, self._planned(trials), mode)
+        metric, mode, bounds = self.source.metric, self.source.mode, self.source.constraints
+        page = table_page(trials, metric, self.view, live, self._planned(trials), mode, bounds)
         self.view = TableView(
             self.view.sort, self.view.descending, self.view.status, page.page, self.view.page_size
         )
@@ -325,7 +325,7 @@ class Dashboard:
             self.progress.value = min(finished, self.progress.max)
             self.done.value = done_html(finished, planned, None if live else self.source.state)
             self.counts.value = counts_html(page.counts) + self._checkpoints_on_disk(trials)
-            self.best.value = best_html(trials, self.source.metric, self.source.mode)
+            self.best.value = best_html(trials, metric, mode, bounds)
             self.controls.layout.display = "" if live else "none"
             state = page_state(page)
             with self.table.hold_sync():
@@ -365,7 +365,9 @@ class Dashboard:
         if tab == "dataframe":
             from nbtune.results import trials_frame
 
-            self.frame.value = frame_html(trials_frame(trials, metric, mode, rows=rows))
+            bounds = self.source.constraints
+            frame = trials_frame(trials, metric, mode, rows=rows, constraints=bounds)
+            self.frame.value = frame_html(frame)
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":
@@ -373,7 +375,8 @@ class Dashboard:
         elif metric is not None or tab == "timeline":
             chart = self.charts[tab]
             horizon = view_horizon(self.source, trials) if tab == "learning curves" else None
-            look = Look(self.dark, self.highlighted, self.log_scale, horizon)
+            infeasible = self.source.constraints.infeasible(trials)
+            look = Look(self.dark, self.highlighted, self.log_scale, horizon, infeasible)
             if tab in self.pickers.widgets:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
