@@ -10,7 +10,7 @@ Two methods, OptunaSearch (TPE, nbtune's defaults) told the constraints and not 
 for `--trials` trials and `--seeds` seeds, one trial at a time on a thread executor (a real
 Tuner run; the trials are cheap). Prints one JSON line per method:
 
-    {"figure": "constrained_optimum", "method": "TPE told the constraints", "trials": 60,
+    {"figure": "constrained_optimum", "method": "TPE told the constraints", "trials": 150,
      "distance": 0.35, "distances": [...], "reached": 0.3, "regret": 0.2, "regrets": [...],
      "late_feasible": 0.66, "late_feasibles": [...], "optuna": "5.0.0"}
 
@@ -21,7 +21,7 @@ Tuner run; the trials are cheap). Prints one JSON line per method:
 - `late_feasible`: the mean share of feasible trials in the second half of each run.
 
 Usage:
-    python benchmarks/constraints.py                 # 10 seeds of 60 trials (about a minute)
+    python benchmarks/constraints.py                 # 10 seeds of 150 trials (a few minutes)
     python benchmarks/constraints.py --seeds 3 --trials 40
 """
 
@@ -77,7 +77,7 @@ def one_run(told: bool, seed: int, trials: int, folder: str) -> tuple[float, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--trials", type=int, default=150)
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as folder:

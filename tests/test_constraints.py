@@ -26,7 +26,7 @@ def model(config):
         nt.report(**MODELS[config["i"]])
 
 
-def test_best_and_feasible_column_ignore_trials_that_miss_a_bound(make_tuner):
+def test_best_and_feasible_column_ignore_trials_that_miss_a_bound(make_tuner, runs):
     tuner = make_tuner(model, {"i": nt.grid(range(4))}, metric="loss", constraints=FAST)
     tuner.run()
 
@@ -38,6 +38,7 @@ def test_best_and_feasible_column_ignore_trials_that_miss_a_bound(make_tuner):
     assert tuner.best_trial.trial_id == 1
     assert tuner.get_best_trial(scope="all").trial_id == 1
     assert [trial.trial_id for trial in tuner.best_trials] == [1]
+    assert nt.runs(runs)["best"].tolist() == [0.3]
 
 
 def test_a_run_without_constraints_has_no_feasible_column(make_tuner):
