@@ -225,7 +225,7 @@ def history_data(
         recent = sorted(latest, key=latest.__getitem__)[-FEATURED_CURVES:]
     else:
         order = _best_ids_of(trials, trial_values(trials, rows, metric, mode), mode)
-        order = [trial_id for trial_id in order if trial_id not in infeasible]
+        order = tuple(trial_id for trial_id in order if trial_id not in infeasible)
         best, recent = order[:3], order[:FEATURED_CURVES]
     featured = (
         {trial.trial_id for trial in reported} if len(reported) <= FEATURED_CURVES else set(recent)
