@@ -185,13 +185,13 @@ class Dashboard:
         several = is_several(self.source.metric)
         self.tab_names = (*(("pareto",) if several else ()), *CHARTS, "timeline", *VIEWS)
         self.charts = {
-            name: TimelineTab(self.source, self._dirty.set)
+            name: TimelineTab(self.source, self._changed)
             if name == "timeline"
-            else ChartTab(name, self._dirty.set)
+            else ChartTab(name, self._changed)
             for name in self.tab_names
             if name not in VIEWS
         }
-        self.pickers = MetricPickers(self.source, self.charts, self._on_pick)
+        self.pickers = MetricPickers(self.source, self.charts, self._changed)
         self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
         self.frame = widgets.HTML()
@@ -204,7 +204,7 @@ class Dashboard:
             ],
             titles=self.tab_names,
         )
-        self.tabs.observe(lambda _: self._dirty.set(), names="selected_index")
+        self.tabs.observe(lambda _: self._changed(), names="selected_index")
         self.controls = widgets.HBox(
             [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
         )
@@ -381,8 +381,9 @@ class Dashboard:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
-    def _on_pick(self) -> None:
-        """A metric picked: redraw (at once where no timer redraws)."""
+    def _changed(self) -> None:
+        """A tab, a metric or a chart's option picked: redraw (at once where no timer
+        redraws: a finished or loaded run's dashboard)."""
         self._dirty.set()
         if not self.live:
             self.redraw()

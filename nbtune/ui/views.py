@@ -236,9 +236,10 @@ class ParameterOptions:
         self.x = widgets.Dropdown(description="x", layout=widgets.Layout(width="220px"))
         self.y = widgets.Dropdown(description="y", layout=widgets.Layout(width="220px"))
         self.controls = [self.view, self.x, self.y]
+        self._offering = False
         self.view.observe(lambda _: self._switched(changed, restart), names="value")
         for picker in (self.x, self.y):
-            picker.observe(lambda _: changed(), names="value")
+            picker.observe(lambda _: None if self._offering else changed(), names="value")
             picker.layout.display = "none"
         self.widget = widgets.HBox(self.controls)
 
@@ -265,11 +266,15 @@ class ParameterOptions:
         if tuple(self.x.options) == names:
             return
         x, y = self.x.value, self.y.value
-        self.x.options = self.y.options = names
-        if len(names) >= 2:
-            self.x.value = x if x in names else names[0]
-            other = next(name for name in names if name != self.x.value)
-            self.y.value = y if y in names and y != self.x.value else other
+        self._offering = True  # drawing already: the pickers' changes here need no redraw
+        try:
+            self.x.options = self.y.options = names
+            if len(names) >= 2:
+                self.x.value = x if x in names else names[0]
+                other = next(name for name in names if name != self.x.value)
+                self.y.value = y if y in names and y != self.x.value else other
+        finally:
+            self._offering = False
 
 
 def _remember_state(figure: Any) -> None:
