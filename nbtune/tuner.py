@@ -718,12 +718,16 @@ def _check_free_name(tuner: Tuner) -> None:
 
 
 def _grow_budget(tuner: Tuner, storage: ExperimentStorage) -> None:
-    """A resumed run asked for more samples than it had: the searcher may suggest more."""
+    """A resumed run asked for more samples than it had: the searcher may suggest more. The
+    spec records that budget, and the constraints the run now has (`restore(constraints=)`)."""
     spec = tuner._previous.spec()
     more = tuner.num_samples - spec["num_samples"]
     if more > 0:
         tuner.searcher.extend(more * tuner.space.grid_size)
-        storage.write_spec({**spec, "num_samples": tuner.num_samples})
+    constraints = tuner.constraints.to_spec()
+    if more > 0 or spec.get("constraints", {}) != constraints:
+        budget = max(tuner.num_samples, spec["num_samples"])
+        storage.write_spec({**spec, "num_samples": budget, "constraints": constraints})
 
 
 def _create_storage(tuner: Tuner) -> ExperimentStorage:

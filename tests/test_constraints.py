@@ -69,6 +69,11 @@ def test_load_and_restore_keep_the_constraints(make_tuner):
     assert frame["feasible"].tolist() == [False, True, True, False] * 2
     assert restored.best_result["loss"] == 0.3
 
+    looser = nt.Tuner.restore(tuner.path, model, constraints={"latency_ms": (None, 40)})
+    looser.run(display=False)
+    assert looser.best_result["loss"] == 0.1
+    assert nt.load(tuner.path).best_result["loss"] == 0.1, "the spec has the new bounds"
+
 
 def drifting(config):
     """Fast at first, then too slow: its last result, which judges it, misses the bound."""
