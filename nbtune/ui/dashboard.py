@@ -389,12 +389,14 @@ class Dashboard:
             self.redraw()
 
     def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
-        """The trial the "trial" tab shows: the one picked in the table, else the best."""
+        """The trial the "trial" tab shows: the one picked in the table, else the best (of
+        those that satisfy the run's constraints)."""
         by_id = {trial.trial_id: trial for trial in trials}
         if self.selected in by_id:
             return by_id[self.selected]
         _, mode = primary(self.source.metric, self.source.mode)
-        scored = ranked(trials, mode)
+        infeasible = self.source.constraints.infeasible(trials)
+        scored = ranked([trial for trial in trials if trial.trial_id not in infeasible], mode)
         if not scored:
             return trials[0] if trials else None
         return scored[0]

@@ -232,6 +232,7 @@ class ParameterOptions:
             value="scatter",
             description="view",
             style={"button_width": "80px", "description_width": "initial"},
+            layout=widgets.Layout(flex="0 0 auto"),
         )
         self.x = widgets.Dropdown(description="x", layout=widgets.Layout(width="220px"))
         self.y = widgets.Dropdown(description="y", layout=widgets.Layout(width="220px"))
