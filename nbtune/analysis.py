@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from nbtune import environment, remote
+from nbtune.constraints import Constraints
 from nbtune.errors import RunEndedError
 from nbtune.events import Event
 from nbtune.results import ResultsView
@@ -38,6 +39,7 @@ class ExperimentAnalysis(ResultsView):
         """The folder's name, as a restore names the run (the spec's is where it began)."""
         self.metric = self.spec.get("metric")
         self.mode = self.spec.get("mode", "min")
+        self.constraints = Constraints.parse(self.spec.get("constraints"))
         self.max_concurrent: int = self.spec.get("max_concurrent") or 1
         outcome = reader.outcome()
         self.state: str = outcome["state"] if outcome else "unfinished"

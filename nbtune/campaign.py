@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbtune import environment, remote
+from nbtune.constraints import Constraints
 from nbtune.storage import ExperimentReader, lock_held, summarize
 from nbtune.trial import TrialStatus
 
@@ -242,7 +243,8 @@ def _from_logs(
         metric, mode = spec.get("metric"), spec.get("mode")
         trials = _guarded(lambda: reader.trials(results, metric, mode), problems, "the journal")
     last = max((_number(row.get("timestamp")) or 0.0 for row in results), default=None)
-    return (None if trials is None else summarize(trials, metric, mode)), last
+    constraints = Constraints.parse(spec.get("constraints"))
+    return (None if trials is None else summarize(trials, metric, mode, constraints)), last
 
 
 def _duration(

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from nbtune.constraints import Constraints
 from nbtune.events import Event
 from nbtune.trial import Trial
 
@@ -49,6 +50,11 @@ class DashboardSource(Protocol):
     @property
     def mode(self) -> str | list[str]:
         """Either "min" or "max"; a list of them, one per metric, if several."""
+
+    @property
+    def constraints(self) -> Constraints:
+        """The bounds on reported keys (`nbtune.constraints`): the best ignores the trials
+        that miss them, and the table and charts mark those."""
 
     @property
     def state(self) -> str:

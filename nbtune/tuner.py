@@ -21,6 +21,7 @@ from typing import Any
 from nbtune import environment, objectives, remote
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
+from nbtune.constraints import Constraints
 from nbtune.control import RunControl
 from nbtune.define_by_run import DefineByRunSpace, search_space
 from nbtune.errors import TrialNotFoundError
@@ -98,6 +99,9 @@ class Tuner(ResultsView, Steering):
             `["loss", "latency_ms"]`: then `best_trials` is the Pareto front, and a scheduler
             that compares trials needs a metric of its own (`ASHA(metric="loss", mode="min")`).
         mode: "min" or "max"; with several metrics, one per metric (`["min", "min"]`).
+        constraints: bounds on reported keys, `{"latency_ms": (None, 10), "acc": (0.9, None)}`
+            (None for an open side): the best trials are taken among those whose last result
+            satisfies them, and `OptunaSearch` steers towards them (`nbtune.constraints`).
         num_samples: how many configurations to sample; grid values multiply it.
         max_concurrent: how many trials run at once (default: the number of CPUs).
         name: the experiment's name and directory under `storage_path` (default: the
@@ -163,6 +167,7 @@ class Tuner(ResultsView, Steering):
         *,
         metric: str | Sequence[str] | None = None,
         mode: str | Sequence[str] = "min",
+        constraints: Mapping[str, tuple[float | None, float | None]] | None = None,
         num_samples: int = 1,
         max_concurrent: int | None = None,
         name: str | None = None,
@@ -202,6 +207,7 @@ class Tuner(ResultsView, Steering):
         self.trainable = trainable
         self.metric = metric
         self.mode = mode
+        self.constraints = Constraints.parse(constraints)
         self.name = _checked_name(
             name or f"{_folder_name(_trainable_name(trainable))}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
@@ -222,6 +228,7 @@ class Tuner(ResultsView, Steering):
         self._early_trials: list[dict[str, Any]] = []
         self._space_version = saved.get("space_version", 0)
         self.searcher = saved.get("searcher") or searcher or RandomSearch()
+        self.searcher.use_constraints(self.constraints)
         self.scheduler = saved.get("scheduler") or scheduler or FIFOScheduler()
         if self._previous is None:
             self.scheduler.setup(metric, mode, self.seed)
@@ -296,6 +303,7 @@ class Tuner(ResultsView, Steering):
             trial_timeout_s=self.trial_timeout_s,
             keep_checkpoints=self.keep_checkpoints,
             resources=self.resources,
+            constraints=self.constraints,
         )
         if self._previous is not None:
             results = self._previous.results()
@@ -381,7 +389,8 @@ class Tuner(ResultsView, Steering):
         spec = reader.spec()
         keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
         retry_errored = options.pop("retry_errored", False)
-        options = {**{k: spec[k] for k in (*keys, "resources_per_trial") if k in spec}, **options}
+        keys += ("resources_per_trial", "constraints")
+        options = {**{k: spec[k] for k in keys if k in spec}, **options}
         fresh = not reader.has_state
         if fresh and options.get("space") is None:
             raise ValueError(
@@ -566,6 +575,7 @@ def _spec_of(tuner: Tuner) -> dict[str, Any]:
         "seed": tuner.seed,
         "keep_checkpoints": tuner.keep_checkpoints,
         "resources_per_trial": tuner.resources_per_trial,
+        "constraints": tuner.constraints.to_spec(),
         "parameter_names": list(tuner.space.parameter_names),
         "trainable": _trainable_name(tuner.trainable),
         "created_at": time.time(),
@@ -753,12 +763,16 @@ def _check_free_name(tuner: Tuner) -> None:
 
 
 def _grow_budget(tuner: Tuner, storage: ExperimentStorage) -> None:
-    """A resumed run asked for more samples than it had: the searcher may suggest more."""
+    """A resumed run asked for more samples than it had: the searcher may suggest more. The
+    spec records that budget, and the constraints the run now has (`restore(constraints=)`)."""
     spec = tuner._previous.spec()
     more = tuner.num_samples - spec["num_samples"]
     if more > 0:
         tuner.searcher.extend(more * tuner.space.grid_size)
-        storage.write_spec({**spec, "num_samples": tuner.num_samples})
+    constraints = tuner.constraints.to_spec()
+    if more > 0 or spec.get("constraints", {}) != constraints:
+        budget = max(tuner.num_samples, spec["num_samples"])
+        storage.write_spec({**spec, "num_samples": budget, "constraints": constraints})
 
 
 def _create_storage(tuner: Tuner) -> ExperimentStorage:

@@ -185,13 +185,13 @@ class Dashboard:
         several = is_several(self.source.metric)
         self.tab_names = (*(("pareto",) if several else ()), *CHARTS, "timeline", *VIEWS)
         self.charts = {
-            name: TimelineTab(self.source, self._dirty.set)
+            name: TimelineTab(self.source, self._changed)
             if name == "timeline"
-            else ChartTab(name, self._dirty.set)
+            else ChartTab(name, self._changed)
             for name in self.tab_names
             if name not in VIEWS
         }
-        self.pickers = MetricPickers(self.source, self.charts, self._on_pick)
+        self.pickers = MetricPickers(self.source, self.charts, self._changed)
         self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
         self.frame = widgets.HTML()
@@ -204,7 +204,7 @@ class Dashboard:
             ],
             titles=self.tab_names,
         )
-        self.tabs.observe(lambda _: self._dirty.set(), names="selected_index")
+        self.tabs.observe(lambda _: self._changed(), names="selected_index")
         self.controls = widgets.HBox(
             [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
         )
@@ -304,8 +304,8 @@ class Dashboard:
             self.message.value = text
 
     def _draw_top(self, trials: Sequence[Trial], live: bool) -> None:
-        metric, mode = self.source.metric, self.source.mode
-        page = table_page(trials, metric, self.view, live, self._planned(trials), mode)
+        metric, mode, bounds = self.source.metric, self.source.mode, self.source.constraints
+        page = table_page(trials, metric, self.view, live, self._planned(trials), mode, bounds)
         self.view = TableView(
             self.view.sort, self.view.descending, self.view.status, page.page, self.view.page_size
         )
@@ -325,7 +325,7 @@ class Dashboard:
             self.progress.value = min(finished, self.progress.max)
             self.done.value = done_html(finished, planned, None if live else self.source.state)
             self.counts.value = counts_html(page.counts) + self._checkpoints_on_disk(trials)
-            self.best.value = best_html(trials, self.source.metric, self.source.mode)
+            self.best.value = best_html(trials, metric, mode, bounds)
             self.controls.layout.display = "" if live else "none"
             state = page_state(page)
             with self.table.hold_sync():
@@ -365,7 +365,9 @@ class Dashboard:
         if tab == "dataframe":
             from nbtune.results import trials_frame
 
-            self.frame.value = frame_html(trials_frame(trials, metric, mode, rows=rows))
+            bounds = self.source.constraints
+            frame = trials_frame(trials, metric, mode, rows=rows, constraints=bounds)
+            self.frame.value = frame_html(frame)
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":
@@ -373,24 +375,28 @@ class Dashboard:
         elif metric is not None or tab == "timeline":
             chart = self.charts[tab]
             horizon = view_horizon(self.source, trials) if tab == "learning curves" else None
-            look = Look(self.dark, self.highlighted, self.log_scale, horizon)
+            infeasible = self.source.constraints.infeasible(trials)
+            look = Look(self.dark, self.highlighted, self.log_scale, horizon, infeasible)
             if tab in self.pickers.widgets:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
-    def _on_pick(self) -> None:
-        """A metric picked: redraw (at once where no timer redraws)."""
+    def _changed(self) -> None:
+        """A tab, a metric or a chart's option picked: redraw (at once where no timer
+        redraws: a finished or loaded run's dashboard)."""
         self._dirty.set()
         if not self.live:
             self.redraw()
 
     def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
-        """The trial the "trial" tab shows: the one picked in the table, else the best."""
+        """The trial the "trial" tab shows: the one picked in the table, else the best (of
+        those that satisfy the run's constraints)."""
         by_id = {trial.trial_id: trial for trial in trials}
         if self.selected in by_id:
             return by_id[self.selected]
         _, mode = primary(self.source.metric, self.source.mode)
-        scored = ranked(trials, mode)
+        infeasible = self.source.constraints.infeasible(trials)
+        scored = ranked([trial for trial in trials if trial.trial_id not in infeasible], mode)
         if not scored:
             return trials[0] if trials else None
         return scored[0]
