@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from nbtune import environment
 from nbtune.admission import Admission
 from nbtune.book import TrialBook
 from nbtune.clocks import Clocks
@@ -572,4 +573,5 @@ class TrialRunner:
         self._closed = True
         self._refuse_commands()
         self.ending.finish()
+        environment.settle(self.storage.path)  # the folder is whole when the run has ended
         self._done.set()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbtune import environment, objectives, remote
+from nbtune import environment, front_end, objectives, remote
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
 from nbtune.constraints import Constraints
@@ -259,6 +259,9 @@ class Tuner(ResultsView, Steering):
         self._retry_errored = False
         self._thread: threading.Thread | None = None
         self._summary: SummarySlot | None = None
+        self.executor.prepare(self.max_concurrent)  # its workers start while the user goes on
+        if _in_notebook():
+            front_end.preload()
 
     # ----- running ----------------------------------------------------------------------------
 
@@ -784,7 +787,8 @@ def _create_storage(tuner: Tuner) -> ExperimentStorage:
         return storage
     if tuner.overwrite and tuner.path.exists():
         check_unlocked(tuner.path)
+        environment.settle(tuner.path)
         shutil.rmtree(tuner.path)
     storage.create(_spec_of(tuner))
-    environment.record(tuner.path)
+    environment.record_soon(tuner.path)
     return storage

@@ -3,8 +3,9 @@
     runner thread                 dashboard's refresh thread            browser
     -------------                 --------------------------            -------
     bus.publish(event) ---------> _on_event: set a flag (nothing else)
-                                  first: builds the widgets (plotly's import and the first
-                                  FigureWidget take seconds: never in the user's cell)
+                                  first: builds the widgets, and imports plotly on a thread
+                                  of its own (seconds: never in the user's cell; the charts
+                                  wait for it, the table does not)
                                   wakes, at most every `refresh_s`:
                                     snapshot = tuner's trials + results
                                     one hold_sync / batch_update per widget --> comm_msgs
@@ -126,22 +127,20 @@ class Dashboard:
         self._disk_read_at = -math.inf
         self._error_texts: dict[tuple[int, int], str] = {}
         self._dirty = threading.Event()
+        self._charts_loaded = threading.Event()
         self._closing = threading.Event()
         self._lock = threading.RLock()
         self.message = widgets.HTML()
         self.widget = widgets.VBox([widgets.HTML(title_html(source.name, "starting"))])
         self.widget.add_class("nbtune-dashboard")
         if not self.live:
+            self._charts_loaded.set()
             self._build()
             self.redraw()
             return
         self._dirty.set()
         self._unsubscribe = source.subscribe(self._on_event)
-        context = contextvars.copy_context()
-        self._thread = threading.Thread(
-            target=context.run, args=(self._refresh_loop,), name="nbtune-dashboard", daemon=True
-        )
-        self._thread.start()
+        self._thread = _on_thread("nbtune-dashboard", self._refresh_loop)
 
     @property
     def live(self) -> bool:
@@ -256,10 +255,14 @@ class Dashboard:
         """Draw the current snapshot; only the visible chart or view is recomputed.
 
         Each part that fails shows one line instead (see `failures`); it does not stop the others.
-        Called before the widgets are built, it waits for them (up to `BUILD_TIMEOUT_S`).
+        Called before the widgets are built and plotly imported, it waits for them (up to
+        `BUILD_TIMEOUT_S` each).
         """
-        if not self.ready.wait(BUILD_TIMEOUT_S):
-            return
+        if self.ready.wait(BUILD_TIMEOUT_S) and self._charts_loaded.wait(BUILD_TIMEOUT_S):
+            self._draw()
+
+    def _draw(self) -> None:
+        """`redraw`, without waiting for plotly: the charts wait for it, not the rest."""
         with self._lock:
             trials, rows = self.source.snapshot()
             live = self.live
@@ -372,7 +375,7 @@ class Dashboard:
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":
             self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
-        elif metric is not None or tab == "timeline":
+        elif (metric is not None or tab == "timeline") and self._charts_loaded.is_set():
             chart = self.charts[tab]
             horizon = view_horizon(self.source, trials) if tab == "learning curves" else None
             infeasible = self.source.constraints.infeasible(trials)
@@ -486,13 +489,12 @@ class Dashboard:
             self.widget.children = [self.message]
             self._draw_message()
             return
-        with self._lock:
-            self._guarded("charts", _import_plotly)
+        _on_thread("nbtune-dashboard-charts", _load_charts, self)
         while True:
             self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
             self._dirty.clear()
             self._guarded("dashboard", self._check_front_end)
-            self.redraw()
+            self._draw()
             if self._closing.is_set():
                 self._unsubscribe()
                 self.redraw()
@@ -645,15 +647,32 @@ class MetricPickers:
         return key, mode_of(self.source.metric, self.source.mode, key)
 
 
-def _import_plotly() -> None:
-    """Import plotly and its FigureWidget now, on the refresh thread, while the first trials
-    start: it takes a second or more, which would otherwise delay the first chart.
+def _on_thread(name: str, function: Callable[..., None], *args: Any) -> threading.Thread:
+    """Run `function(*args)` on a daemon thread started in a copy of the cell's context, so
+    that its widget messages stay with the cell that made the dashboard."""
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(function, *args), name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def _load_charts(dashboard: Dashboard) -> None:
+    """Import plotly, then have `dashboard` redraw: until then its redraws leave the charts
+    out, so that the table shows the first results without waiting seconds for plotly."""
+    dashboard._guarded("charts", import_plotly)
+    dashboard._charts_loaded.set()
+    dashboard._dirty.set()
+
+
+def import_plotly() -> None:
+    """Import plotly and its FigureWidget now, on a thread of its own, while the first trials
+    start: it takes a second or more (plotly imports nbformat, hence jsonschema and its format
+    checkers), which would otherwise delay the first chart.
 
     pandas comes first, by a plain import, which waits for another thread that may be
     importing it at the same moment (the kernel's, for a DataFrame): plotly looks pandas up in
     `sys.modules` as it draws, and would find it half made there ("partially initialized
-    module 'pandas' has no attribute 'Series'"). Called under the redraw lock, so that no
-    redraw from another thread draws meanwhile."""
+    module 'pandas' has no attribute 'Series'"). No chart is drawn before it has returned."""
     import pandas  # noqa: F401
     import plotly.graph_objects  # noqa: F401
 
