@@ -5,8 +5,9 @@ Prints one JSON line per figure:
     python benchmarks/dashboard.py [--repeat 3]
 
 The run has 64 trials of 100 reports, 4 at a time; its Tuner is built in the cell before the
-one that starts it, which runs `NEXT_CELL_S` later (a user reading the cell); meanwhile the
-Tuner starts its workers and imports the dashboard and plotly. `start_with_dashboard_at_once_s`
+one that starts it, which runs `--pause` s later (default `NEXT_CELL_S`: a user reading the
+cell); meanwhile the Tuner starts its workers and imports the dashboard and plotly (on a
+loaded machine that takes longer than 3 s: pass a longer pause). `start_with_dashboard_at_once_s`
 is the `start()` cell run at once after the Tuner's (Run All), while that import goes on.
 
 1. `start_with_dashboard_s`: how long the cell `tuner.start()` takes to return with the
@@ -84,7 +85,7 @@ MODELS = """
 """
 
 
-def one_kernel(display: bool, pause_s: float = NEXT_CELL_S) -> dict:
+def one_kernel(display: bool, pause_s: float) -> dict:
     """One run in a fresh kernel: its Tuner built in a cell, started `pause_s` later."""
     with tempfile.TemporaryDirectory() as folder:
         kernel = Kernel(folder)
@@ -109,10 +110,16 @@ def one_kernel(display: bool, pause_s: float = NEXT_CELL_S) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=NEXT_CELL_S,
+        help="seconds between the Tuner's cell and the start() cell (default: %(default)s)",
+    )
     args = parser.parse_args()
-    shown = [one_kernel(display=True) for _ in range(args.repeat)]
-    hidden = [one_kernel(display=False) for _ in range(args.repeat)]
-    at_once = [one_kernel(display=True, pause_s=0) for _ in range(args.repeat)]
+    shown = [one_kernel(True, args.pause) for _ in range(args.repeat)]
+    hidden = [one_kernel(False, args.pause) for _ in range(args.repeat)]
+    at_once = [one_kernel(True, 0) for _ in range(args.repeat)]
 
     def line(figure, values, target=None, unit="s"):
         median = statistics.median(values)
