@@ -84,6 +84,25 @@ def test_building_a_tuner_starts_the_workers_that_its_run_then_uses(tmp_path):
     assert after == before, "the run started no worker of its own"
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds worker processes in /proc")
+def test_no_worker_is_started_twice_by_a_run_started_at_once_or_a_larger_tuner(tmp_path):
+    lines = run_script(
+        """
+        at_once = nt.Tuner(train, {"x": nt.grid([0, 1])}, metric="loss", max_concurrent=2,
+                           storage_path=sys.argv[1], name="at-once", progress=False)
+        at_once.run()
+        print(len(workers()))
+        larger = nt.Tuner(train, {"x": nt.grid([0, 1, 2])}, metric="loss", max_concurrent=3,
+                          storage_path=sys.argv[1], name="larger", progress=False)
+        wait_for_workers(3)
+        larger.run()
+        print(len(workers()))
+        """,
+        tmp_path,
+    )
+    assert lines == ["2", "3"], "the run took the Tuner's workers; the larger one added one"
+
+
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits on processes with pidfds")
 def test_a_tuner_never_started_leaves_no_worker_behind_when_its_process_exits(tmp_path):
     lines = run_script(
