@@ -572,6 +572,6 @@ class TrialRunner:
     def _finish(self) -> None:
         self._closed = True
         self._refuse_commands()
+        environment.settle(self.storage.path)  # recorded before the folder is closed (synced)
         self.ending.finish()
-        environment.settle(self.storage.path)  # the folder is whole when the run has ended
         self._done.set()
