@@ -43,7 +43,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from nbtune import environment
 from nbtune.admission import Admission
 from nbtune.book import TrialBook
 from nbtune.clocks import Clocks
@@ -572,6 +571,5 @@ class TrialRunner:
     def _finish(self) -> None:
         self._closed = True
         self._refuse_commands()
-        environment.settle(self.storage.path)  # recorded before the folder is closed (synced)
         self.ending.finish()
         self._done.set()
