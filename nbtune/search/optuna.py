@@ -15,6 +15,7 @@ ones, as `SearchSpace.config` does. Optuna is an optional extra, imported only w
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import warnings
@@ -153,7 +154,7 @@ class OptunaSearch(Searcher):
         out)."""
         if self.sampler is not None and not isinstance(self.sampler, type):
             deaf = getattr(self.sampler, "_constraints_func", False) is None
-            if self.constraints and not _BY_NAME and deaf:
+            if self.constraints and not _constraints_by_name() and deaf:
                 warnings.warn(_DEAF_SAMPLER.format(type(self.sampler).__name__), stacklevel=2)
             return self.sampler
         kind = self.sampler or optuna.samplers.TPESampler
@@ -164,7 +165,7 @@ class OptunaSearch(Searcher):
         liar = parameters.get("constant_liar")
         if issubclass(kind, optuna.samplers.TPESampler) and liar and liar.default is False:
             options.setdefault("constant_liar", True)
-        if self.constraints and not _BY_NAME and "constraints_func" in parameters:
+        if self.constraints and not _constraints_by_name() and "constraints_func" in parameters:
             options.setdefault("constraints_func", told_constraints)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -467,6 +468,7 @@ def _check_options(kind: Any, options: dict[str, Any]) -> None:
         raise TypeError(f"{kind.__name__} takes no option {unknown[0]!r}; it takes {known}")
 
 
+@functools.cache
 def _constraints_by_name() -> bool:
     """Whether this Optuna takes constraint values by name (`Trial.set_constraint`, Optuna 5)
     rather than from a sampler's `constraints_func` (Optuna 4)."""
@@ -476,8 +478,6 @@ def _constraints_by_name() -> bool:
         return False
     return hasattr(OptunaTrial, "set_constraint")
 
-
-_BY_NAME = _constraints_by_name()
 
 _CONSTRAINTS_ATTR = "nbtune_constraints"
 """On Optuna 4, the user attribute that holds a trial's violations for `told_constraints`."""
@@ -494,7 +494,7 @@ def tell_constraints(trial: optuna.Trial, violations: Mapping[str, float]) -> No
     it is told its value: by name on Optuna 5, for `told_constraints` on Optuna 4."""
     if not violations:
         return
-    if _BY_NAME:
+    if _constraints_by_name():
         for key, amount in violations.items():
             trial.set_constraint(key, amount)
     else:
@@ -511,7 +511,7 @@ def constraint_arguments(violations: Mapping[str, float]) -> dict[str, Any]:
     violations, as this Optuna keeps them (Optuna's plots then mark infeasible trials)."""
     if not violations:
         return {}
-    if _BY_NAME:
+    if _constraints_by_name():
         return {"constraints": dict(violations)}
     return {"system_attrs": {"constraints": tuple(violations.values())}}
 
