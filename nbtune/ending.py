@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from nbtune import environment
 from nbtune.admission import Admission
 from nbtune.events import ExperimentDone
 from nbtune.ledger import Ledger, error_kind
@@ -183,8 +184,10 @@ class RunEnd:
             self.error = f"{type(exc).__name__}: {exc}"
 
     def finish(self) -> None:
-        """Write the outcome down with the final state of every trial, and say so on the bus."""
+        """Write the outcome down with the final state of every trial, and say so on the bus;
+        the environment, recorded on a thread of its own, is in the folder before it closes."""
         self.ended_at = time.time()
+        environment.settle(self.ledger.storage.path)
         try:
             self.ledger.storage.finish(
                 self.ledger.saved_state(), self.book.trials.values(), self.outcome()

@@ -22,10 +22,12 @@ _REPLIES = {"kernel_info_request": "kernel_info_reply", "comm_info_request": "co
 
 
 def serve_on_subshell(widgets: Iterable[object]) -> bool:
-    """Route the messages of `widgets` to a subshell; return whether that was possible."""
+    """Route the messages of `widgets` to a subshell; return whether that was possible.
+    A page reloaded meanwhile gets them back too (`serve_widget_state_while_busy`)."""
     subshell_id = _kernel_subshell()
     if subshell_id is None:
         return False
+    serve_widget_state_while_busy()
     for widget in widgets:
         comm = getattr(widget, "comm", None)
         if comm is None or not hasattr(comm, "_reply_subshell_for"):
