@@ -36,8 +36,8 @@ def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open
     chart = page.locator(".js-plotly-plot").first
     chart.wait_for(timeout=60_000)
     assert notebook.widget_placeholders() == 0, "no 'Loading widget...' left"
-    traces = "el => el.data.length"
-    points = "el => Math.max(...el.data.map(trace => (trace.x || []).length))"
+    traces = "el => (el.data || []).length"
+    points = "el => Math.max(0, ...(el.data || []).map(trace => (trace.x || []).length))"
     eventually(lambda: chart.evaluate(traces) == 2, "one trace per trial")
     first = chart.evaluate(points)
     eventually(lambda: chart.evaluate(points) > first, "the chart grows")
