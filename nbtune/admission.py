@@ -9,6 +9,7 @@ from its latest checkpoint or from scratch.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from nbtune.resources import TrialResources
 from nbtune.run_state import RunFlags
 from nbtune.schedulers._base import Exploit, Scheduler
 from nbtune.search._base import Searcher
+from nbtune.storage import artifact_dir
 from nbtune.trial import Trial, TrialStatus
 
 
@@ -42,6 +44,7 @@ class Admission:
         max_concurrent: int,
         clocks: Clocks,
         code: str | None = None,
+        chdir_to_trial_dir: bool = True,
     ) -> None:
         self.ledger = ledger
         self.book: TrialBook = ledger.book
@@ -53,6 +56,9 @@ class Admission:
         self.max_concurrent = max_concurrent
         self.clocks = clocks
         self.code = code
+        self.chdir = chdir_to_trial_dir and executor.isolates_trials
+        """Trials run in their artifact folders: only in processes of their own (a thread's
+        working directory is its whole process's)."""
         """The hash of the trainable's code, recorded on each trial at its launch."""
         self.space_version = 0
         """Which search space new trials come from (see `Trial.space_version`)."""
@@ -231,12 +237,14 @@ class Admission:
                 trial_id=trial.trial_id,
                 config=trial.config,
                 iteration=restart,
-                checkpoint_path=self.ledger.absolute(trial.checkpoint),
-                checkpoint_dir=str(self.ledger.storage.checkpoint_dir(trial.trial_id)),
+                checkpoint_path=_absolute(self.ledger.absolute(trial.checkpoint)),
+                checkpoint_dir=_absolute(self.ledger.storage.checkpoint_dir(trial.trial_id)),
                 capture_output=self.executor.captures_output,
                 metric=self.ledger.metric,
                 threads=self._threads(),
                 gpus=gpus if self.resources.gpu and not self.executor.schedules_resources else None,
+                artifact_dir=_absolute(artifact_dir(self.ledger.storage.path, trial.trial_id)),
+                chdir=self.chdir,
             )
         )
         self.ledger.record(trial)
@@ -247,3 +255,9 @@ class Admission:
         if not self.executor.isolates_trials:
             return None
         return self.resources.threads(self.executor.cpus(), self.max_concurrent)
+
+
+def _absolute(path: str | os.PathLike | None) -> str | None:
+    """A path for the worker, absolute: a trial changes its working directory (to its
+    artifact folder) before it saves or loads a checkpoint."""
+    return None if path is None else os.path.abspath(path)

@@ -55,6 +55,10 @@ class TrialLaunch:
             runs (None: the worker's are left alone, as on threads of the driver).
         gpus: the trial's CUDA_VISIBLE_DEVICES ("0", "0,1", or "" for none); None leaves the
             worker's as it is.
+        artifact_dir: the trial's folder for its files (`nbtune.get_trial_dir()`), made when
+            first needed; None for a trial run without an experiment folder.
+        chdir: whether the trial runs with `artifact_dir` as its working directory (only in
+            a process that runs no other trial at the same time).
     """
 
     trial_id: int
@@ -66,6 +70,8 @@ class TrialLaunch:
     metric: str | list[str] | None = None
     threads: int | None = None
     gpus: str | None = None
+    artifact_dir: str | None = None
+    chdir: bool = False
 
 
 @dataclass(frozen=True)

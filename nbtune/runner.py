@@ -104,6 +104,7 @@ class TrialRunner:
         trial_timeout_s: float | None = None,
         keep_checkpoints: int | None = 2,
         resources: TrialResources | None = None,
+        chdir_to_trial_dir: bool = True,
     ) -> None:
         self.trainable = trainable
         self.searcher = searcher
@@ -143,6 +144,7 @@ class TrialRunner:
             max_concurrent=max_concurrent,
             clocks=self.clocks,
             code=code_hash(trainable),
+            chdir_to_trial_dir=chdir_to_trial_dir,
         )
         self.ending = RunEnd(
             ledger=self.ledger,

@@ -10,9 +10,11 @@ import contextlib
 import reprlib
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from nbtune import objectives
+from nbtune.artifacts import relative_path_hint, working_in
 from nbtune.metrics import number
 from nbtune.protocol import TrialLaunch, WorkerDone, WorkerFailed
 from nbtune.resources import limits
@@ -71,9 +73,10 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
         checkpoint_path=launch.checkpoint_path,
         checkpoint_dir=launch.checkpoint_dir,
         capture_output=launch.capture_output,
+        artifact_dir=launch.artifact_dir,
     )
     try:
-        with _trial_limits(launch), session:
+        with _trial_limits(launch), _working_directory(launch), session:
             if is_class_trainable(trainable):
                 _run_class(trainable, session, launch.config)
             else:
@@ -83,6 +86,8 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
     except BaseException as exc:
         if not session.paused:
             summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            if launch.chdir:
+                summary += relative_path_hint(exc, launch.trial_id)
             output = session.drain_output()
             session.end(WorkerFailed(launch.trial_id, summary, traceback.format_exc(), output))
         return
@@ -96,6 +101,13 @@ def _trial_limits(launch: TrialLaunch) -> contextlib.AbstractContextManager:
     if launch.threads is None:
         return contextlib.nullcontext()
     return limits(launch.threads, launch.gpus)
+
+
+def _working_directory(launch: TrialLaunch) -> contextlib.AbstractContextManager:
+    """The trial's artifact folder as its working directory, where the launch says so."""
+    if not launch.chdir or launch.artifact_dir is None:
+        return contextlib.nullcontext()
+    return working_in(Path(launch.artifact_dir))
 
 
 def _run_function(

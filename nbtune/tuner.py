@@ -148,6 +148,11 @@ class Tuner(ResultsView, Steering):
         warm_start: an earlier run (its folder, e.g. "nbtune-runs/earlier", or an
             `ExperimentAnalysis`) whose finished trials the searcher learns from before its
             first suggestion; random search never runs one of their configurations again.
+        chdir_to_trial_dir: run each trial with its own folder (`nbtune.get_trial_dir()`,
+            `trials/<id>/artifacts/`) as its working directory, as Ray Tune does, so relative
+            paths it writes do not mix with other trials'; relative paths it reads start there
+            too. Only where a trial has a process of its own: on `ThreadExecutor` (and on Dask
+            workers of several threads) trials share the notebook's working directory.
     """
 
     def __init__(
@@ -180,6 +185,7 @@ class Tuner(ResultsView, Steering):
         resume: bool = False,
         points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
         warm_start: str | os.PathLike | ExperimentAnalysis | None = None,
+        chdir_to_trial_dir: bool = True,
     ) -> None:
         _check_trainable(trainable)
         metric, mode = objectives.checked(metric, mode)
@@ -191,6 +197,7 @@ class Tuner(ResultsView, Steering):
         self._finish_by = finish_by
         self.trial_timeout_s = positive_seconds("trial_timeout_s", trial_timeout_s)
         self.keep_checkpoints = _checkpoints_to_keep(keep_checkpoints)
+        self.chdir_to_trial_dir = bool(chdir_to_trial_dir)
         self.trainable = trainable
         self.metric = metric
         self.mode = mode
@@ -286,6 +293,7 @@ class Tuner(ResultsView, Steering):
             trial_timeout_s=self.trial_timeout_s,
             keep_checkpoints=self.keep_checkpoints,
             resources=self.resources,
+            chdir_to_trial_dir=self.chdir_to_trial_dir,
         )
         if self._previous is not None:
             results = self._previous.results()
@@ -368,9 +376,8 @@ class Tuner(ResultsView, Steering):
         folder = _run_folder(path)
         reader = ExperimentReader(folder)
         spec = reader.spec()
-        keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
         retry_errored = options.pop("retry_errored", False)
-        options = {**{k: spec[k] for k in (*keys, "resources_per_trial") if k in spec}, **options}
+        options = {**{k: spec[k] for k in _RESTORED if k in spec}, **options}
         fresh = not reader.has_state
         if fresh and options.get("space") is None:
             raise ValueError(
@@ -513,6 +520,19 @@ def _retry_errored(control: RunControl) -> list[int]:
     return control.retry("errored")
 
 
+_RESTORED = (
+    "metric",
+    "mode",
+    "num_samples",
+    "max_concurrent",
+    "seed",
+    "keep_checkpoints",
+    "resources_per_trial",
+    "chdir_to_trial_dir",
+)
+"""The Tuner's arguments that its run's spec records, which `restore` takes from there."""
+
+
 def _spec_of(tuner: Tuner) -> dict[str, Any]:
     """What a new run's folder records of it (`experiment.json`), for `restore` and `load`."""
     return {
@@ -524,6 +544,7 @@ def _spec_of(tuner: Tuner) -> dict[str, Any]:
         "seed": tuner.seed,
         "keep_checkpoints": tuner.keep_checkpoints,
         "resources_per_trial": tuner.resources_per_trial,
+        "chdir_to_trial_dir": tuner.chdir_to_trial_dir,
         "parameter_names": list(tuner.space.parameter_names),
         "trainable": _trainable_name(tuner.trainable),
         "created_at": time.time(),
