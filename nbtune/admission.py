@@ -56,9 +56,8 @@ class Admission:
         self.max_concurrent = max_concurrent
         self.clocks = clocks
         self.code = code
-        self.chdir = chdir_to_trial_dir and executor.isolates_trials
-        """Trials run in their artifact folders: only in processes of their own (a thread's
-        working directory is its whole process's)."""
+        self.chdir = chdir_to_trial_dir
+        """Trials run in their artifact folders (see `_working_dir`)."""
         """The hash of the trainable's code, recorded on each trial at its launch."""
         self.space_version = 0
         """Which search space new trials come from (see `Trial.space_version`)."""
@@ -232,6 +231,7 @@ class Admission:
             gpus=gpus,
             code=self.code,
         )
+        folder = _absolute(artifact_dir(self.ledger.storage.path, trial.trial_id))
         self.executor.start(
             TrialLaunch(
                 trial_id=trial.trial_id,
@@ -243,12 +243,19 @@ class Admission:
                 metric=self.ledger.metric,
                 threads=self._threads(),
                 gpus=gpus if self.resources.gpu and not self.executor.schedules_resources else None,
-                artifact_dir=_absolute(artifact_dir(self.ledger.storage.path, trial.trial_id)),
-                chdir=self.chdir,
+                artifact_dir=folder,
+                working_dir=self._working_dir(folder),
             )
         )
         self.ledger.record(trial)
         self.ledger.bus.publish(TrialStarted(trial.trial_id, trial.checkpoint_iteration))
+
+    def _working_dir(self, artifact_folder: str) -> str | None:
+        """Where a trial in a process of its own works: its artifact folder, or else where the
+        notebook does now; a trial on a thread of the driver stays where the driver is."""
+        if not self.executor.isolates_trials:
+            return None
+        return artifact_folder if self.chdir else os.getcwd()
 
     def _threads(self) -> int | None:
         """The thread pools of a trial in a process of its own: its CPUs, or an even share."""

@@ -19,8 +19,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from nbtune.storage import private_dir
-
 
 class Artifacts(tuple):
     """The files of a trial's artifact folder: their names relative to it (`"plot.png"`,
@@ -57,14 +55,13 @@ def listing(folder: Path) -> Artifacts:
 
 @contextlib.contextmanager
 def working_in(folder: Path) -> Iterator[None]:
-    """Run the block with `folder` (made if missing) as the process's working directory, then
-    go back to the one before: a reused worker process starts its next trial where it was.
+    """Run the block with `folder` as the process's working directory, then go back to the one
+    before: a reused worker process starts its next trial where it was.
 
     An empty entry of `sys.path` (the working directory, for an interactive interpreter's
     children) stays the directory it was, so the notebook's own modules still import.
     """
     before = os.getcwd()
-    private_dir(folder)
     path = list(sys.path)
     sys.path[:] = [before if entry == "" else entry for entry in sys.path]
     os.chdir(folder)

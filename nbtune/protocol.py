@@ -57,8 +57,10 @@ class TrialLaunch:
             worker's as it is.
         artifact_dir: the trial's folder for its files (`nbtune.get_trial_dir()`), made when
             first needed; None for a trial run without an experiment folder.
-        chdir: whether the trial runs with `artifact_dir` as its working directory (only in
-            a process that runs no other trial at the same time).
+        working_dir: the working directory the trial runs in: its `artifact_dir`, or the
+            driver's (`Tuner(chdir_to_trial_dir=False)`), so that a worker process kept warm
+            from an earlier run works where the notebook does now; None leaves the worker's
+            as it is (a thread of the driver, a Dask worker that runs several trials at once).
     """
 
     trial_id: int
@@ -71,7 +73,7 @@ class TrialLaunch:
     threads: int | None = None
     gpus: str | None = None
     artifact_dir: str | None = None
-    chdir: bool = False
+    working_dir: str | None = None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from nbtune.metrics import number
 from nbtune.protocol import TrialLaunch, WorkerDone, WorkerFailed
 from nbtune.resources import limits
 from nbtune.session import Channel, TrialSession, TrialStopped
+from nbtune.storage import private_dir
 
 
 class Trainable:
@@ -86,7 +87,7 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
     except BaseException as exc:
         if not session.paused:
             summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            if launch.chdir:
+            if _works_in_its_folder(launch):
                 summary += relative_path_hint(exc, launch.trial_id)
             output = session.drain_output()
             session.end(WorkerFailed(launch.trial_id, summary, traceback.format_exc(), output))
@@ -104,10 +105,17 @@ def _trial_limits(launch: TrialLaunch) -> contextlib.AbstractContextManager:
 
 
 def _working_directory(launch: TrialLaunch) -> contextlib.AbstractContextManager:
-    """The trial's artifact folder as its working directory, where the launch says so."""
-    if not launch.chdir or launch.artifact_dir is None:
+    """The trial's working directory, where the launch names one (its artifact folder, made
+    if missing, or the notebook's)."""
+    if launch.working_dir is None:
         return contextlib.nullcontext()
-    return working_in(Path(launch.artifact_dir))
+    if _works_in_its_folder(launch):
+        private_dir(Path(launch.working_dir))
+    return working_in(Path(launch.working_dir))
+
+
+def _works_in_its_folder(launch: TrialLaunch) -> bool:
+    return launch.working_dir is not None and launch.working_dir == launch.artifact_dir
 
 
 def _run_function(

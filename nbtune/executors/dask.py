@@ -248,17 +248,20 @@ def _load(payload: bytes | _Scattered) -> Any:
 def _on_local_disk(launch: TrialLaunch, checkpoint: bytes | None, scratch: Path) -> TrialLaunch:
     """`launch` with its checkpoint written into `scratch`, new ones written there too, and its
     artifact folder there; the trial works in that folder only if it has the worker's
-    process to itself (a worker of one thread)."""
+    process to itself (a worker of one thread), and else where the worker does (the driver's
+    working directory is on another machine)."""
     path = None
     if checkpoint is not None:
         path = unpack(checkpoint, scratch / Path(launch.checkpoint_path).name)
+    in_its_folder = launch.working_dir is not None and launch.working_dir == launch.artifact_dir
     alone = distributed.get_worker().state.nthreads == 1
+    folder = str(scratch / _ARTIFACTS)
     return replace(
         launch,
         checkpoint_path=path and str(path),
         checkpoint_dir=str(scratch),
-        artifact_dir=str(scratch / _ARTIFACTS),
-        chdir=launch.chdir and alone,
+        artifact_dir=folder,
+        working_dir=folder if in_its_folder and alone else None,
     )
 
 

@@ -49,6 +49,7 @@ from nbtune.horizon import view_horizon
 from nbtune.objectives import is_several, mode_of, primary
 from nbtune.storage import error_file
 from nbtune.trial import Trial, TrialStatus
+from nbtune.ui.artifacts import ArtifactsView
 from nbtune.ui.data import ReportedKeys, log_scale_names, ranked
 from nbtune.ui.hints import SpaceHints
 from nbtune.ui.summary import (
@@ -194,9 +195,11 @@ class Dashboard:
         self.pickers = MetricPickers(self.source, self.charts, self._on_pick)
         self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
+        self.artifacts = ArtifactsView()
         self.frame = widgets.HTML()
         self.errors = widgets.HTML()
-        views = {"trial": self.trial_view, "dataframe": self.frame, "errors": self.errors}
+        trial = widgets.VBox([self.trial_view, self.artifacts.widget])
+        views = {"trial": trial, "dataframe": self.frame, "errors": self.errors}
         self.tabs = widgets.Tab(
             children=[
                 self.charts[name].widget if name in self.charts else views[name]
@@ -204,7 +207,7 @@ class Dashboard:
             ],
             titles=self.tab_names,
         )
-        self.tabs.observe(lambda _: self._dirty.set(), names="selected_index")
+        self.tabs.observe(self._on_tab, names="selected_index")
         self.controls = widgets.HBox(
             [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
         )
@@ -369,7 +372,9 @@ class Dashboard:
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":
-            self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
+            shown = self._trial_shown(trials)
+            self.trial_view.value = trial_html(self.source, trials, rows, shown)
+            self.artifacts.draw(self.source.path, shown)
         elif metric is not None or tab == "timeline":
             chart = self.charts[tab]
             horizon = view_horizon(self.source, trials) if tab == "learning curves" else None
@@ -377,6 +382,11 @@ class Dashboard:
             if tab in self.pickers.widgets:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
+
+    def _on_tab(self, _: Any) -> None:
+        """Another tab shown: the trial tab reads the trial's artifacts again when opened."""
+        self.artifacts.forget()
+        self._dirty.set()
 
     def _on_pick(self) -> None:
         """A metric picked: redraw (at once where no timer redraws)."""
