@@ -151,8 +151,9 @@ class Tuner(ResultsView, Steering):
         chdir_to_trial_dir: run each trial with its own folder (`nbtune.get_trial_dir()`,
             `trials/<id>/artifacts/`) as its working directory, as Ray Tune does, so relative
             paths it writes do not mix with other trials'; relative paths it reads start there
-            too. Only where a trial has a process of its own: on `ThreadExecutor` (and on Dask
-            workers of several threads) trials share the notebook's working directory.
+            too. False: trials work where the notebook does. Only where a trial has a process
+            of its own: on `ThreadExecutor` (and on Dask workers of several threads) trials
+            work where their process does.
     """
 
     def __init__(
