@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from nbtune.artifacts import current_directory
 from nbtune.book import TrialBook
 from nbtune.clocks import Clocks
 from nbtune.events import TrialAdded, TrialStarted
@@ -255,7 +256,7 @@ class Admission:
         notebook does now; a trial on a thread of the driver stays where the driver is."""
         if not self.executor.isolates_trials:
             return None
-        return artifact_folder if self.chdir else os.getcwd()
+        return artifact_folder if self.chdir else current_directory()
 
     def _threads(self) -> int | None:
         """The thread pools of a trial in a process of its own: its CPUs, or an even share."""

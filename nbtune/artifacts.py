@@ -59,17 +59,29 @@ def working_in(folder: Path) -> Iterator[None]:
     before: a reused worker process starts its next trial where it was.
 
     An empty entry of `sys.path` (the working directory, for an interactive interpreter's
-    children) stays the directory it was, so the notebook's own modules still import.
+    children) stays the directory it was, so the notebook's own modules still import. A process
+    whose directory was removed under it stays in `folder`.
     """
-    before = os.getcwd()
+    before = current_directory()
     path = list(sys.path)
-    sys.path[:] = [before if entry == "" else entry for entry in sys.path]
+    if before is not None:
+        sys.path[:] = [before if entry == "" else entry for entry in sys.path]
     os.chdir(folder)
     try:
         yield
     finally:
-        os.chdir(before)
+        if before is not None:
+            with contextlib.suppress(OSError):
+                os.chdir(before)
         sys.path[:] = path
+
+
+def current_directory() -> str | None:
+    """The process's working directory; None if it was removed."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return None
 
 
 def relative_path_hint(exc: BaseException, trial_id: int) -> str:
