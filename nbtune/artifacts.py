@@ -13,7 +13,6 @@ import contextlib
 import io
 import os
 import shutil
-import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -58,14 +57,9 @@ def working_in(folder: Path) -> Iterator[None]:
     """Run the block with `folder` as the process's working directory, then go back to the one
     before: a reused worker process starts its next trial where it was.
 
-    An empty entry of `sys.path` (the working directory, for an interactive interpreter's
-    children) stays the directory it was, so the notebook's own modules still import. A process
-    whose directory was removed under it stays in `folder`.
+    A process whose directory was removed under it stays in `folder`.
     """
     before = current_directory()
-    path = list(sys.path)
-    if before is not None:
-        sys.path[:] = [before if entry == "" else entry for entry in sys.path]
     os.chdir(folder)
     try:
         yield
@@ -73,7 +67,6 @@ def working_in(folder: Path) -> Iterator[None]:
         if before is not None:
             with contextlib.suppress(OSError):
                 os.chdir(before)
-        sys.path[:] = path
 
 
 def current_directory() -> str | None:
