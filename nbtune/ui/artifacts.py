@@ -30,6 +30,9 @@ IMAGE_MAX_BYTES = 5_000_000
 """Largest image (PNG, JPEG, SVG) drawn; a larger one is listed."""
 FIGURE_MAX_BYTES = 5_000_000
 """Largest plotly figure (JSON) drawn."""
+FIGURE_HEIGHT = 360
+"""Pixels high a figure without a height of its own is drawn (the front end would give it
+none: its output area has no height to fill)."""
 CSV_MAX_BYTES = 1_000_000
 """Largest CSV file read as a table."""
 CSV_ROWS = 200
@@ -68,7 +71,7 @@ def _image(path: Path) -> widgets.Widget:
     return widgets.Image(
         value=path.read_bytes(),
         format=_IMAGES[path.suffix.lower()],
-        layout=widgets.Layout(max_width="100%", width="auto"),
+        layout=widgets.Layout(max_width="100%", align_self="flex-start"),
     )
 
 
@@ -90,9 +93,10 @@ def _figure(path: Path) -> widgets.Widget | None:
         return None
     figure = plotly.io.from_json(text, skip_invalid=True)
     shown = json.loads(plotly.io.to_json(figure, validate=False))
+    shown.setdefault("layout", {}).setdefault("height", FIGURE_HEIGHT)
     output = widgets.Output(layout=widgets.Layout(width="100%"))
     bundle = {
-        "application/vnd.plotly.v1+json": {**shown, "config": {"responsive": True}},
+        "application/vnd.plotly.v1+json": shown,
         "text/plain": f"plotly figure {path.name}",
     }
     output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
