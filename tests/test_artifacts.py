@@ -19,7 +19,7 @@ def saves_relative_model(config):
     Path("my_model/weights.txt").write_text(str(config["x"]))
     trials = nt.get_trial_dir().parent.parent
     other = trials / str(1 - nt.get_trial_id()) / "artifacts" / "my_model" / "weights.txt"
-    shared = Path(os.environ["NBTUNE_TEST_SHARED"]) / "my_model" / "weights.txt"
+    shared = Path(config["notebook"]) / "my_model" / "weights.txt"
     deadline = time.monotonic() + 60
     while not (other.exists() or shared.exists()) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -32,10 +32,11 @@ def test_two_trials_saving_the_same_relative_folder_at_once_keep_their_own(
     notebook = tmp_path / "notebook"
     notebook.mkdir()
     monkeypatch.chdir(notebook)
-    monkeypatch.setenv("NBTUNE_TEST_SHARED", str(notebook))
-    tuner = make_tuner(saves_relative_model, {"x": nt.grid([10, 20])}, metric="loss")
+    space = {"x": nt.grid([10, 20]), "notebook": str(notebook)}
+    tuner = make_tuner(saves_relative_model, space, metric="loss")
     tuner.run()
     frame = tuner.dataframe().set_index("trial_id")
+    assert frame["error"].isna().all(), frame["error"].tolist()
     assert frame.loc[0, "held"] == "10" and frame.loc[1, "held"] == "20", "no file mixed"
     assert not (notebook / "my_model").exists(), "nothing written in the notebook's folder"
     for trial_id in (0, 1):
