@@ -34,7 +34,7 @@ lint: $(VENV)/.installed-test
 test: lint $(VENV)/ipykernel6/.installed | $(CHROMIUM)
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/ \
-	  --ignore=notebooks/lightning.ipynb
+	  --ignore=notebooks/lightning.ipynb --ignore=notebooks/transformers.ipynb
 
 # Every scheduler x checkpoint cadence x executor x user command (90 runs, about 4 minutes);
 # `make test` runs a sample of them.
@@ -43,8 +43,8 @@ test-matrix: $(VENV)/.installed-test
 
 # torch is too big for `make test`'s environment: the Lightning and Transformers tests skip
 # themselves without it, and this target installs it (and transformers: 130 MB, 25 s), then
-# runs them and the Lightning notebook (3 minutes after `make test` on a busy 2-core machine:
-# 1.5 to install, 1.5 to test). torch goes in first and alone, so that pip
+# runs them and the Lightning and Transformers notebooks (3 minutes after `make test` on a busy
+# 2-core machine: 1.5 to install, 1.5 to test). torch goes in first and alone, so that pip
 # takes the CPU wheel (in CI, from PIP_FIND_LINKS; elsewhere set
 # PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu) rather than let lightning pull the
 # multi-GB CUDA build.
@@ -57,7 +57,8 @@ $(VENV)/.installed-lightning: pyproject.toml $(VENV)/.installed-test
 
 test-lightning: $(VENV)/.installed-lightning
 	$(BIN)/python -m pytest tests/integrations/test_lightning.py tests/integrations/test_transformers.py
-	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/lightning.ipynb
+	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider \
+	  notebooks/lightning.ipynb notebooks/transformers.ipynb
 
 # The dashboard is also tested on the latest ipykernel 6 (no subshells), kept apart from the
 # environment's ipykernel 7 and put on the test kernel's PYTHONPATH.

@@ -1,4 +1,4 @@
-"""What the MLflow and TensorBoard loggers cost the run, and how far behind they fall.
+"""What the MLflow, TensorBoard and W&B loggers cost the run, and how far behind they fall.
 
 Two trials report `RESULTS / 2` times each as fast as they can (on threads, so that the
 runner, not the workers, is the bottleneck), once without a logger and once with each. Each
@@ -14,7 +14,8 @@ still queued: how far behind it fell. Prints JSON lines:
 `last_result_s` is when the last result reached the runner (the trials' own pace).
 `logger_lag_s` is from the run's last result to the moment everything is written;
 `max_queued` is the deepest the queue got; `written_per_s` is the logger's own pace (results
-over the time from the first result to the end of the writing).
+over the time from the first result to the end of the writing). W&B runs offline (its runs are
+files, no server); a logger whose library is not installed is left out.
 
 Usage:
     python benchmarks/loggers.py [--quick] [--results N]
@@ -23,7 +24,9 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -82,6 +85,11 @@ def make_logger(name: str, folder: Path) -> Any:
         from nbtune.integrations.tensorboard import TensorBoardLogger
 
         return TensorBoardLogger(folder / "tensorboard", flush_timeout_s=600)
+    if name == "wandb":
+        from nbtune.integrations.wandb import WandbLogger
+
+        os.environ.update(WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=str(folder))
+        return WandbLogger(project="bench", flush_timeout_s=600)
     return None
 
 
@@ -147,7 +155,9 @@ def main() -> None:
     parser.add_argument("--results", type=int, default=RESULTS)
     options = parser.parse_args()
     results = 200 if options.quick else options.results
-    for name in ("none", "mlflow", "tensorboard"):
+    for name in ("none", "mlflow", "tensorboard", "wandb"):
+        if name != "none" and importlib.util.find_spec(name) is None:
+            continue
         with tempfile.TemporaryDirectory() as folder:
             for line in measure(name, results, Path(folder)):
                 print(json.dumps(line), flush=True)

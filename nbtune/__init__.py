@@ -14,6 +14,7 @@ tuner.dataframe()
 
 from nbtune import front_end
 from nbtune.analysis import ExperimentAnalysis, load
+from nbtune.artifacts import Artifacts
 from nbtune.campaign import runs
 from nbtune.checkpoint import Checkpoint
 from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
@@ -30,7 +31,7 @@ from nbtune.schedulers import (
     Scheduler,
 )
 from nbtune.search import ConcurrencyLimiter, OptunaSearch, RandomSearch, Repeater, Searcher
-from nbtune.session import get_checkpoint, get_trial_id, report
+from nbtune.session import get_checkpoint, get_trial_dir, get_trial_id, report
 from nbtune.space import (
     choice,
     grid,
@@ -124,6 +125,7 @@ def __getattr__(name: str):
 __all__ = [
     "ASHA",
     "PBT",
+    "Artifacts",
     "Checkpoint",
     "ConcurrencyLimiter",
     "Decision",
@@ -152,6 +154,7 @@ __all__ = [
     "choice",
     "compare",
     "get_checkpoint",
+    "get_trial_dir",
     "get_trial_id",
     "grid",
     "load",

@@ -9,10 +9,12 @@ from its latest checkpoint or from scratch.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from nbtune.artifacts import current_directory
 from nbtune.book import TrialBook
 from nbtune.clocks import Clocks
 from nbtune.events import TrialAdded, TrialStarted
@@ -24,6 +26,7 @@ from nbtune.resources import TrialResources
 from nbtune.run_state import RunFlags
 from nbtune.schedulers._base import Exploit, Scheduler
 from nbtune.search._base import Searcher
+from nbtune.storage import artifact_dir
 from nbtune.trial import Trial, TrialStatus
 
 
@@ -42,6 +45,7 @@ class Admission:
         max_concurrent: int,
         clocks: Clocks,
         code: str | None = None,
+        chdir_to_trial_dir: bool = True,
     ) -> None:
         self.ledger = ledger
         self.book: TrialBook = ledger.book
@@ -53,6 +57,8 @@ class Admission:
         self.max_concurrent = max_concurrent
         self.clocks = clocks
         self.code = code
+        self.chdir = chdir_to_trial_dir
+        """Trials run in their artifact folders (see `_working_dir`)."""
         """The hash of the trainable's code, recorded on each trial at its launch."""
         self.space_version = 0
         """Which search space new trials come from (see `Trial.space_version`)."""
@@ -226,24 +232,40 @@ class Admission:
             gpus=gpus,
             code=self.code,
         )
+        folder = _absolute(artifact_dir(self.ledger.storage.path, trial.trial_id))
         self.executor.start(
             TrialLaunch(
                 trial_id=trial.trial_id,
                 config=trial.config,
                 iteration=restart,
-                checkpoint_path=self.ledger.absolute(trial.checkpoint),
-                checkpoint_dir=str(self.ledger.storage.checkpoint_dir(trial.trial_id)),
+                checkpoint_path=_absolute(self.ledger.absolute(trial.checkpoint)),
+                checkpoint_dir=_absolute(self.ledger.storage.checkpoint_dir(trial.trial_id)),
                 capture_output=self.executor.captures_output,
                 metric=self.ledger.metric,
                 threads=self._threads(),
                 gpus=gpus if self.resources.gpu and not self.executor.schedules_resources else None,
+                artifact_dir=folder,
+                working_dir=self._working_dir(folder),
             )
         )
         self.ledger.record(trial)
         self.ledger.bus.publish(TrialStarted(trial.trial_id, trial.checkpoint_iteration))
+
+    def _working_dir(self, artifact_folder: str) -> str | None:
+        """Where a trial in a process of its own works: its artifact folder, or else where the
+        notebook does now; a trial on a thread of the driver stays where the driver is."""
+        if not self.executor.isolates_trials:
+            return None
+        return artifact_folder if self.chdir else current_directory()
 
     def _threads(self) -> int | None:
         """The thread pools of a trial in a process of its own: its CPUs, or an even share."""
         if not self.executor.isolates_trials:
             return None
         return self.resources.threads(self.executor.cpus(), self.max_concurrent)
+
+
+def _absolute(path: str | os.PathLike | None) -> str | None:
+    """A path for the worker, absolute: a trial changes its working directory (to its
+    artifact folder) before it saves or loads a checkpoint."""
+    return None if path is None else os.path.abspath(path)

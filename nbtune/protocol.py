@@ -55,6 +55,12 @@ class TrialLaunch:
             runs (None: the worker's are left alone, as on threads of the driver).
         gpus: the trial's CUDA_VISIBLE_DEVICES ("0", "0,1", or "" for none); None leaves the
             worker's as it is.
+        artifact_dir: the trial's folder for its files (`nbtune.get_trial_dir()`), made when
+            first needed; None for a trial run without an experiment folder.
+        working_dir: the working directory the trial runs in: its `artifact_dir`, or the
+            driver's (`Tuner(chdir_to_trial_dir=False)`), so that a worker process kept warm
+            from an earlier run works where the notebook does now; None leaves the worker's
+            as it is (a thread of the driver, a Dask worker that runs several trials at once).
     """
 
     trial_id: int
@@ -66,6 +72,8 @@ class TrialLaunch:
     metric: str | list[str] | None = None
     threads: int | None = None
     gpus: str | None = None
+    artifact_dir: str | None = None
+    working_dir: str | None = None
 
 
 @dataclass(frozen=True)

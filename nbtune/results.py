@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbtune.artifacts import Artifacts, listing
 from nbtune.checkpoint import load as load_checkpoint
 from nbtune.checkpoint import size_of
 from nbtune.constraints import UNCONSTRAINED, Constraints
@@ -20,7 +21,7 @@ from nbtune.metrics import finite, number
 from nbtune.objectives import is_several, modes, names, pareto_trials, single
 from nbtune.retention import best_stored
 from nbtune.space import SearchSpace
-from nbtune.storage import checkpoint_dir
+from nbtune.storage import artifact_dir, checkpoint_dir
 from nbtune.trial import RESULT_KEYS, Trial, TrialStatus, better_of
 
 if TYPE_CHECKING:
@@ -301,11 +302,20 @@ class ResultsView:
         if which not in ("latest", "best"):
             raise ValueError(f"which={which!r}: use 'latest' or 'best'")
         trials, rows = self._snapshot()
-        trial = next((t for t in trials if t.trial_id == trial_id), None)
-        if trial is None:
-            raise TrialNotFoundError(f"there is no trial {trial_id!r}; it has {len(trials)}")
+        trial = _find(trials, trial_id)
         path = self._latest(trial) if which == "latest" else self._best_stored(trial, rows)
         return None if path is None else load_checkpoint(path)
+
+    def artifacts(self, trial_id: int) -> Artifacts:
+        """The files trial `trial_id` wrote into its folder (`nbtune.get_trial_dir()`, its
+        working directory while it ran): their names relative to it, sorted, as an
+        `Artifacts` tuple whose `folder` is `trials/<id>/artifacts/`; empty if it wrote none.
+
+        Raises:
+            TrialNotFoundError: there is no such trial.
+        """
+        _find(self._snapshot()[0], trial_id)
+        return listing(artifact_dir(self.path, trial_id))
 
     @property
     def best_checkpoint(self) -> Any:
@@ -497,6 +507,14 @@ class ResultsView:
 
 SCOPES = ("last", "all", "avg", "last-5-avg", "last-10-avg")
 """How `get_best_trial` sums up a trial's values of a metric, as Ray Tune's scopes."""
+
+
+def _find(trials: Sequence[Trial], trial_id: int) -> Trial:
+    """Trial `trial_id` among `trials`; a one-line error if it is not there."""
+    trial = next((t for t in trials if t.trial_id == trial_id), None)
+    if trial is None:
+        raise TrialNotFoundError(f"there is no trial {trial_id!r}; it has {len(trials)}")
+    return trial
 
 
 def _scope(scope: Any) -> Any:

@@ -106,6 +106,7 @@ class TrialRunner:
         keep_checkpoints: int | None = 2,
         resources: TrialResources | None = None,
         constraints: Constraints = UNCONSTRAINED,
+        chdir_to_trial_dir: bool = True,
     ) -> None:
         self.trainable = trainable
         self.searcher = searcher
@@ -115,7 +116,6 @@ class TrialRunner:
         self.should_stop = should_stop
         self.fail_fast = fail_fast
         self.max_failures = max_failures
-
         self.book = TrialBook()
         self.flags = RunFlags()
         self.clocks = Clocks(self.book, time_budget_s, trial_timeout_s)
@@ -146,6 +146,7 @@ class TrialRunner:
             max_concurrent=max_concurrent,
             clocks=self.clocks,
             code=code_hash(trainable),
+            chdir_to_trial_dir=chdir_to_trial_dir,
         )
         self.ending = RunEnd(
             ledger=self.ledger,
@@ -173,8 +174,7 @@ class TrialRunner:
         return self.ledger.results
 
     def carry_on(self, trials: Sequence[Trial], results: Sequence[Mapping[str, Any]]) -> None:
-        """Take over a stopped or crashed run's trials and results (before `run()`; see
-        `Ledger.carry_on`)."""
+        """Take over a stopped or crashed run's trials and results (see `Ledger.carry_on`)."""
         self.ledger.carry_on(trials, results)
 
     # ----- what other threads may read ------------------------------------------------------

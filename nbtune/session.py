@@ -1,8 +1,8 @@
 """The worker side of a trial: what a trainable calls while it runs.
 
-`report`, `get_checkpoint` and `get_trial_id` find the trial they belong to through the
-session that the worker activated before calling the trainable. In a process worker there is
-one session per process; the thread executor keeps one per thread.
+`report`, `get_checkpoint`, `get_trial_id` and `get_trial_dir` find the trial they belong to
+through the session that the worker activated before calling the trainable. In a process worker
+there is one session per process; the thread executor keeps one per thread.
 
 A thread that the trial started (a data loader, a library's callback thread) may report too:
 it belongs to the one running trial that it was not already there for. Its reports and the
@@ -34,6 +34,7 @@ from nbtune.protocol import (
     WorkerResult,
     WorkerSuspended,
 )
+from nbtune.storage import private_dir
 from nbtune.trial import RESULT_KEYS
 
 RESERVED_KEYS = frozenset(RESULT_KEYS)
@@ -83,8 +84,10 @@ class TrialSession:
         checkpoint_path: str | None,
         checkpoint_dir: str,
         capture_output: bool,
+        artifact_dir: str | None = None,
     ) -> None:
         self.trial_id = trial_id
+        self.artifact_dir = artifact_dir
         self.iteration = iteration
         self._channel = channel
         self._checkpoint_path = checkpoint_path
@@ -222,6 +225,15 @@ class TrialSession:
                 raise
             self._checkpoint_copy = copy
         return stored_checkpoint.load(self._checkpoint_copy or self._checkpoint_path)
+
+    def trial_dir(self) -> Path:
+        """The trial's artifact folder, made (private to its owner) if missing."""
+        if self.artifact_dir is None:
+            raise RuntimeError(
+                "nbtune.get_trial_dir(): this trial has no folder of its own (it was run "
+                "without an experiment folder)"
+            )
+        return private_dir(Path(self.artifact_dir))
 
     def drain_output(self) -> str:
         """Text the trial printed since the last call."""
@@ -369,6 +381,22 @@ def get_checkpoint() -> Any:
 def get_trial_id() -> int:
     """The id of the running trial (0, 1, 2, ... in creation order)."""
     return _current().trial_id
+
+
+def get_trial_dir() -> Path:
+    """The running trial's own folder, `<experiment>/trials/<id>/artifacts/`, made on the first
+    call: for the files it writes (models, plots, tables), which `tuner.artifacts(trial_id)`
+    lists and the dashboard's trial tab shows.
+
+    It is also the trial's working directory while it runs, unless the Tuner was given
+    `chdir_to_trial_dir=False` (and except on threads: see `Tuner`). On Dask it is a folder on
+    the worker's disk, whose new and changed files are shipped to the experiment's folder
+    with each checkpoint and when the trial ends (pauses, fails or finishes).
+
+    Raises:
+        RuntimeError: called outside a trial.
+    """
+    return _current().trial_dir()
 
 
 def checkpoint_on_pause(make: Callable[[], Any] | None) -> None:

@@ -185,7 +185,7 @@ def check_private(path: Path) -> None:
         PermissionError: one line that says what is wrong and what to do.
     """
     owner = os.geteuid() if hasattr(os, "geteuid") else None  # Windows: ACLs, no owner ids
-    for found in [path, *path.rglob("*")]:
+    for found in [path, *_written_by_nbtune(path)]:
         info = found.lstat()
         name = "it" if found == path else found.relative_to(path)
         if stat.S_ISLNK(info.st_mode):
@@ -200,6 +200,18 @@ def check_private(path: Path) -> None:
             f"{path} {problem}; nbtune refuses a folder that others could have written: "
             "check it, or start a new run under another name"
         )
+
+
+def _written_by_nbtune(path: Path) -> Iterator[Path]:
+    """Everything in the experiment folder `path` but what is inside its trials' artifact
+    folders: the trials' own files (a framework's links among them), which nbtune only lists."""
+    for root, folders, files in os.walk(path):
+        here = Path(root)
+        inside_trial = here.parent.name == "trials" and here.parent.parent == path
+        for name in [*folders, *files]:
+            yield here / name
+        if inside_trial and "artifacts" in folders:
+            folders.remove("artifacts")
 
 
 class _Log:
@@ -240,7 +252,7 @@ class _Log:
 def trial_folder(experiment: Path, trial_id: int) -> Path:
     """Trial `trial_id`'s folder in the experiment directory `experiment`: `trials/<id>`.
 
-    This and the three below are the one place that knows a trial's part of the layout; the
+    This and the four below are the one place that knows a trial's part of the layout; the
     runner's writes, the dashboard's reads and the offline readers all ask them.
     """
     return experiment / "trials" / str(trial_id)
@@ -249,6 +261,12 @@ def trial_folder(experiment: Path, trial_id: int) -> Path:
 def checkpoint_dir(experiment: Path, trial_id: int) -> Path:
     """Where the checkpoints of trial `trial_id` of the experiment at `experiment` are kept."""
     return trial_folder(experiment, trial_id) / "checkpoints"
+
+
+def artifact_dir(experiment: Path, trial_id: int) -> Path:
+    """The trial's own folder for the files it writes (`nbtune.get_trial_dir()`), and its
+    working directory while it runs (see `Tuner(chdir_to_trial_dir=...)`)."""
+    return trial_folder(experiment, trial_id) / "artifacts"
 
 
 def error_file(experiment: Path, trial_id: int) -> Path:

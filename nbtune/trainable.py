@@ -10,13 +10,16 @@ import contextlib
 import reprlib
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from nbtune import objectives
+from nbtune.artifacts import relative_path_hint, working_in
 from nbtune.metrics import number
 from nbtune.protocol import TrialLaunch, WorkerDone, WorkerFailed
 from nbtune.resources import limits
 from nbtune.session import Channel, TrialSession, TrialStopped
+from nbtune.storage import private_dir
 
 
 class Trainable:
@@ -71,9 +74,10 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
         checkpoint_path=launch.checkpoint_path,
         checkpoint_dir=launch.checkpoint_dir,
         capture_output=launch.capture_output,
+        artifact_dir=launch.artifact_dir,
     )
     try:
-        with _trial_limits(launch), session:
+        with _trial_limits(launch), _working_directory(launch), session:
             if is_class_trainable(trainable):
                 _run_class(trainable, session, launch.config)
             else:
@@ -83,6 +87,8 @@ def run_trial(trainable: Callable | type[Trainable], launch: TrialLaunch, channe
     except BaseException as exc:
         if not session.paused:
             summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            if _works_in_its_folder(launch):
+                summary += relative_path_hint(exc, launch.trial_id)
             output = session.drain_output()
             session.end(WorkerFailed(launch.trial_id, summary, traceback.format_exc(), output))
         return
@@ -96,6 +102,20 @@ def _trial_limits(launch: TrialLaunch) -> contextlib.AbstractContextManager:
     if launch.threads is None:
         return contextlib.nullcontext()
     return limits(launch.threads, launch.gpus)
+
+
+def _working_directory(launch: TrialLaunch) -> contextlib.AbstractContextManager:
+    """The trial's working directory, where the launch names one (its artifact folder, made
+    if missing, or the notebook's)."""
+    if launch.working_dir is None:
+        return contextlib.nullcontext()
+    if _works_in_its_folder(launch):
+        private_dir(Path(launch.working_dir))
+    return working_in(Path(launch.working_dir))
+
+
+def _works_in_its_folder(launch: TrialLaunch) -> bool:
+    return launch.working_dir is not None and launch.working_dir == launch.artifact_dir
 
 
 def _run_function(

@@ -158,6 +158,12 @@ class Tuner(ResultsView, Steering):
         warm_start: an earlier run (its folder, e.g. "nbtune-runs/earlier", or an
             `ExperimentAnalysis`) whose finished trials the searcher learns from before its
             first suggestion; random search never runs one of their configurations again.
+        chdir_to_trial_dir: run each trial with its own folder (`nbtune.get_trial_dir()`,
+            `trials/<id>/artifacts/`) as its working directory, as Ray Tune does, so relative
+            paths it writes do not mix with other trials'; relative paths it reads start there
+            too. False: trials work where the notebook does. Only where a trial has a process
+            of its own: on `ThreadExecutor` (and on Dask workers of several threads) trials
+            work where their process does.
     """
 
     def __init__(
@@ -193,6 +199,7 @@ class Tuner(ResultsView, Steering):
         warm_start: str | os.PathLike | ExperimentAnalysis | None = None,
         storage_options: Mapping[str, Any] | None = None,
         sync_period_s: float = 5.0,
+        chdir_to_trial_dir: bool = True,
     ) -> None:
         _check_trainable(trainable)
         metric, mode = objectives.checked(metric, mode)
@@ -204,6 +211,7 @@ class Tuner(ResultsView, Steering):
         self._finish_by = finish_by
         self.trial_timeout_s = positive_seconds("trial_timeout_s", trial_timeout_s)
         self.keep_checkpoints = _checkpoints_to_keep(keep_checkpoints)
+        self.chdir_to_trial_dir = bool(chdir_to_trial_dir)
         self.trainable = trainable
         self.metric = metric
         self.mode = mode
@@ -307,6 +315,7 @@ class Tuner(ResultsView, Steering):
             keep_checkpoints=self.keep_checkpoints,
             resources=self.resources,
             constraints=self.constraints,
+            chdir_to_trial_dir=self.chdir_to_trial_dir,
         )
         if self._previous is not None:
             results = self._previous.results()
@@ -390,10 +399,8 @@ class Tuner(ResultsView, Steering):
         folder, storage_path = _restore_location(path, options)
         reader = ExperimentReader(folder)
         spec = reader.spec()
-        keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
         retry_errored = options.pop("retry_errored", False)
-        keys += ("resources_per_trial", "constraints")
-        options = {**{k: spec[k] for k in keys if k in spec}, **options}
+        options = {**{k: spec[k] for k in _RESTORED if k in spec}, **options}
         fresh = not reader.has_state
         if fresh and options.get("space") is None:
             raise ValueError(
@@ -567,6 +574,20 @@ def _retry_errored(control: RunControl) -> list[int]:
     return control.retry("errored")
 
 
+_RESTORED = (
+    "metric",
+    "mode",
+    "num_samples",
+    "max_concurrent",
+    "seed",
+    "keep_checkpoints",
+    "resources_per_trial",
+    "constraints",
+    "chdir_to_trial_dir",
+)
+"""The Tuner's arguments that its run's spec records, which `restore` takes from there."""
+
+
 def _spec_of(tuner: Tuner) -> dict[str, Any]:
     """What a new run's folder records of it (`experiment.json`), for `restore` and `load`."""
     return {
@@ -579,6 +600,7 @@ def _spec_of(tuner: Tuner) -> dict[str, Any]:
         "keep_checkpoints": tuner.keep_checkpoints,
         "resources_per_trial": tuner.resources_per_trial,
         "constraints": tuner.constraints.to_spec(),
+        "chdir_to_trial_dir": tuner.chdir_to_trial_dir,
         "parameter_names": list(tuner.space.parameter_names),
         "trainable": _trainable_name(tuner.trainable),
         "created_at": time.time(),

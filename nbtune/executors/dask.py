@@ -31,7 +31,11 @@ the worker's local disk and is shipped to the driver, which writes it where the 
 expects it: small ones inline with the result, large ones fetched from the worker through
 Dask (`client.run`), so that they never clog the line that carries reports; a result with
 a large checkpoint waits for the driver's Ack, so that its trial cannot end and clean up its
-scratch folder before the checkpoint is fetched.
+scratch folder before the checkpoint is fetched. A trial's artifact folder
+(`nbtune.get_trial_dir()`) is in that scratch folder too: what it gained since the last
+shipment (new files, and files changed) travels the same way with each checkpoint and with
+the trial's last message (done, failed or paused), and the driver merges it into the
+experiment's `trials/<id>/artifacts/`.
 
 A running Dask task cannot be cancelled (dask/distributed#4694): `kill` restarts the worker
 process that runs the trial (its other tasks, if it runs several at once, are lost and
@@ -58,6 +62,7 @@ from typing import Any
 
 import cloudpickle
 
+from nbtune.artifacts import Shipment, merge
 from nbtune.checkpoint import pack, size_of, unpack
 from nbtune.executors._base import Executor
 from nbtune.executors._lines import TrialLines, connect, greet, hang_up, load_trainable
@@ -67,6 +72,7 @@ from nbtune.protocol import (
     Decision,
     Reply,
     TrialLaunch,
+    WorkerDone,
     WorkerEvent,
     WorkerFailed,
     WorkerLost,
@@ -85,6 +91,9 @@ except ModuleNotFoundError:  # pragma: no cover - exercised in a subprocess by t
 
 INLINE_CHECKPOINT_BYTES = 1 << 20
 """Checkpoints up to this size travel inline (with the task, or with the result)."""
+
+_ARTIFACTS = "artifacts"
+"""A trial's artifact folder in its scratch folder on the worker."""
 
 
 @dataclass(frozen=True)
@@ -107,25 +116,43 @@ class Shipped:
     path: str
 
 
-class _ShippingChannel:
-    """The trial's line to the runner, shipping each checkpoint it writes to the driver."""
+@dataclass(frozen=True)
+class _WithArtifacts:
+    """A worker event and, shipped with it, what the trial's artifact folder gained since
+    the last shipment (see `nbtune.artifacts.Shipment`)."""
 
-    def __init__(self, connection: Any, worker: str) -> None:
+    event: WorkerEvent
+    artifacts: Shipped
+
+
+class _ShippingChannel:
+    """The trial's line to the runner, shipping each checkpoint it writes to the driver, and
+    with it (and when the trial ends) the new files of its artifact folder."""
+
+    def __init__(self, connection: Any, worker: str, scratch: Path) -> None:
         self._connection = connection
         self._worker = worker
+        self._scratch = scratch
+        self._shipment = Shipment(scratch / _ARTIFACTS)
 
     def send(self, event: WorkerEvent) -> None:
-        if isinstance(event, WorkerResult) and event.checkpoint is not None:
-            shipped = self._ship(event.checkpoint)
-            self._connection.send(replace(event, checkpoint=shipped))
-            if shipped.data is None:
-                answer(self._connection)  # fetched: the trial may end and clean up
-            return
-        if isinstance(event, WorkerPaused):
-            self._connection.send(replace(event, checkpoint=self._ship(event.checkpoint)))
+        checkpointed = isinstance(event, WorkerResult) and event.checkpoint is not None
+        paused = isinstance(event, WorkerPaused)
+        ends = paused or isinstance(event, (WorkerDone, WorkerFailed))
+        artifacts = self._ship_artifacts() if checkpointed or ends else None
+        message: Any = event
+        if checkpointed or paused:
+            message = replace(event, checkpoint=self._ship(event.checkpoint))
+        self._connection.send(message if artifacts is None else _WithArtifacts(message, artifacts))
+        if artifacts is not None and artifacts.data is None:
+            answer(self._connection)  # fetched: the trial may end and clean up
+        if paused or (checkpointed and message.checkpoint.data is None):
             answer(self._connection)  # the driver holds it now: the task may clean up
-            return
-        self._connection.send(event)
+
+    def _ship_artifacts(self) -> Shipped | None:
+        """What the artifact folder gained since the last shipment; None if nothing."""
+        archive = self._shipment.pack(self._scratch / "artifacts.tar")
+        return None if archive is None else self._ship(str(archive))
 
     def recv(self) -> Any:
         return self._connection.recv()
@@ -159,7 +186,7 @@ def _run_on_worker(
         with tempfile.TemporaryDirectory(prefix=f"nbtune-trial{launch.trial_id}-") as scratch:
             local = _on_local_disk(launch, checkpoint, Path(scratch))
             trainable = _load(payload)
-            run_trial(trainable, local, _ShippingChannel(connection, worker))
+            run_trial(trainable, local, _ShippingChannel(connection, worker, Path(scratch)))
         return True
     except (OSError, EOFError):
         hang_up()
@@ -219,11 +246,23 @@ def _load(payload: bytes | _Scattered) -> Any:
 
 
 def _on_local_disk(launch: TrialLaunch, checkpoint: bytes | None, scratch: Path) -> TrialLaunch:
-    """`launch` with its checkpoint written into `scratch`, and new ones written there too."""
+    """`launch` with its checkpoint written into `scratch`, new ones written there too, and its
+    artifact folder there; the trial works in that folder only if it has the worker's
+    process to itself (a worker of one thread), and else where the worker does (the driver's
+    working directory is on another machine)."""
     path = None
     if checkpoint is not None:
         path = unpack(checkpoint, scratch / Path(launch.checkpoint_path).name)
-    return replace(launch, checkpoint_path=path and str(path), checkpoint_dir=str(scratch))
+    in_its_folder = launch.working_dir is not None and launch.working_dir == launch.artifact_dir
+    alone = distributed.get_worker().state.nthreads == 1
+    folder = str(scratch / _ARTIFACTS)
+    return replace(
+        launch,
+        checkpoint_path=path and str(path),
+        checkpoint_dir=str(scratch),
+        artifact_dir=folder,
+        working_dir=folder if in_its_folder and alone else None,
+    )
 
 
 class DaskExecutor(Executor):
@@ -270,7 +309,7 @@ class DaskExecutor(Executor):
         self._resources = _dask_resources(self.resources_per_trial, _declared_resources(client))
         self._payload = _payload(client, trainable)
         host = distributed.utils.get_ip(distributed.comm.get_address_host(client.scheduler.address))
-        self._lines = TrialLines("AF_INET", (host, 0), translate=self._receive_checkpoint)
+        self._lines = TrialLines("AF_INET", (host, 0), translate=self._receive)
         self._launches: dict[int, TrialLaunch] = {}
         self._futures: dict[int, distributed.Future] = {}
         self._task_keys: dict[int, str] = {}
@@ -354,6 +393,28 @@ class DaskExecutor(Executor):
             return data
         return self.client.scatter(data, hash=False)
 
+    def _receive(self, message: WorkerEvent | _WithArtifacts) -> WorkerEvent:
+        """Store what a worker shipped on the driver's disk: artifacts, then a checkpoint."""
+        if isinstance(message, _WithArtifacts):
+            self._receive_artifacts(message.event.trial_id, message.artifacts)
+            message = message.event
+        return self._receive_checkpoint(message)
+
+    def _receive_artifacts(self, trial_id: int, shipped: Shipped) -> None:
+        """Write the files into the trial's artifact folder; a failure costs a warning, not the
+        trial (its results and checkpoint still count)."""
+        try:
+            merge(self._fetch(shipped), Path(self._launches[trial_id].artifact_dir))
+        except Exception as exc:
+            warnings.warn(
+                f"trial {trial_id}: its artifacts could not be shipped from {shipped.worker} "
+                f"({type(exc).__name__}: {exc})",
+                stacklevel=2,
+            )
+        finally:
+            if shipped.data is None:
+                self._lines.reply(trial_id, Ack(True))
+
     def _receive_checkpoint(self, event: WorkerEvent) -> WorkerEvent:
         """Store a shipped checkpoint on the driver's disk; the runner sees its path there."""
         trial_id = event.trial_id
@@ -380,12 +441,14 @@ class DaskExecutor(Executor):
             return None
 
     def _store(self, trial_id: int, shipped: Shipped) -> str:
-        data = shipped.data
-        if data is None:
-            data = self.client.run(pack, shipped.path, workers=[shipped.worker])
-            data = data[shipped.worker]
         folder = Path(self._launches[trial_id].checkpoint_dir)
-        return str(unpack(data, folder / shipped.name))
+        return str(unpack(self._fetch(shipped), folder / shipped.name))
+
+    def _fetch(self, shipped: Shipped) -> bytes:
+        """The bytes of what a worker shipped: inline, or fetched from its disk through Dask."""
+        if shipped.data is not None:
+            return shipped.data
+        return self.client.run(pack, shipped.path, workers=[shipped.worker])[shipped.worker]
 
     # ----- tasks that failed ------------------------------------------------------------------
 

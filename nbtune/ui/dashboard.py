@@ -50,6 +50,7 @@ from nbtune.horizon import view_horizon
 from nbtune.objectives import is_several, mode_of, primary
 from nbtune.storage import error_file
 from nbtune.trial import Trial, TrialStatus
+from nbtune.ui.artifacts import ArtifactsView
 from nbtune.ui.data import ReportedKeys, log_scale_names, ranked
 from nbtune.ui.hints import SpaceHints
 from nbtune.ui.summary import (
@@ -132,7 +133,7 @@ class Dashboard:
         self._shown_at: float | None = None
         self._disk = ""
         self._disk_read_at = -math.inf
-        self._error_texts: dict[tuple[int, int], str] = {}
+        self._failed = FailedTrials(source)
         self._dirty = threading.Event()
         self._charts_loaded = threading.Event()
         self._closing = threading.Event()
@@ -201,9 +202,11 @@ class Dashboard:
         self.pickers = MetricPickers(self.source, self.charts, self._changed)
         self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
+        self.artifacts = ArtifactsView()
         self.frame = widgets.HTML()
         self.errors = widgets.HTML()
-        views = {"trial": self.trial_view, "dataframe": self.frame, "errors": self.errors}
+        trial = widgets.VBox([self.trial_view, self.artifacts.widget])
+        views = {"trial": trial, "dataframe": self.frame, "errors": self.errors}
         self.tabs = widgets.Tab(
             children=[
                 self.charts[name].widget if name in self.charts else views[name]
@@ -211,7 +214,7 @@ class Dashboard:
             ],
             titles=self.tab_names,
         )
-        self.tabs.observe(lambda _: self._changed(), names="selected_index")
+        self.tabs.observe(self._on_tab, names="selected_index")
         self.controls = widgets.HBox(
             [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
         )
@@ -381,9 +384,11 @@ class Dashboard:
             frame = trials_frame(trials, metric, mode, rows=rows, constraints=bounds)
             self.frame.value = frame_html(frame)
         elif tab == "errors":
-            self.errors.value = self._errors_html(trials)
+            self.errors.value = self._failed.html(trials)
         elif tab == "trial":
-            self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
+            shown = trial_shown(self.source, self.selected, trials)
+            self.trial_view.value = trial_html(self.source, trials, rows, shown)
+            self.artifacts.draw(self.source.path, shown)
         elif (metric is not None or tab == "timeline") and self._charts_loaded.is_set():
             chart = self.charts[tab]
             horizon = view_horizon(self.source, trials) if tab == "learning curves" else None
@@ -393,6 +398,11 @@ class Dashboard:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
+    def _on_tab(self, _: Any) -> None:
+        """Another tab shown: the trial tab reads the trial's artifacts again when opened."""
+        self.artifacts.forget()
+        self._changed()
+
     def _changed(self) -> None:
         """The user changed what to show: redraw, at once if no refresh thread does (the run has
         ended, or is not live here); locked, so its last redraw or this one draws it."""
@@ -400,41 +410,6 @@ class Dashboard:
         with self._lock:
             if self._over:
                 self.redraw()
-
-    def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
-        """The trial the "trial" tab shows: the one picked in the table, else the best (of
-        those that satisfy the run's constraints)."""
-        by_id = {trial.trial_id: trial for trial in trials}
-        if self.selected in by_id:
-            return by_id[self.selected]
-        _, mode = primary(self.source.metric, self.source.mode)
-        infeasible = self.source.constraints.infeasible(trials)
-        scored = ranked([trial for trial in trials if trial.trial_id not in infeasible], mode)
-        if not scored:
-            return trials[0] if trials else None
-        return scored[0]
-
-    def _errors_html(self, trials: Sequence[Trial]) -> str:
-        failed = [t for t in trials if t.status is TrialStatus.ERROR]
-        if not failed:
-            return "<i>no failed trials</i>"
-        parts = []
-        for trial in failed:
-            text = self._error_text(trial)
-            parts.append(
-                f"<details><summary>trial {trial.trial_id}: {html.escape(trial.error or '')}"
-                f"</summary><pre>{html.escape(text)}</pre></details>"
-            )
-        return "".join(parts)
-
-    def _error_text(self, trial: Trial) -> str:
-        """The trial's error.txt, read once per failed attempt rather than at every redraw
-        (until it is written: the trial is recorded as failed just before)."""
-        key = (trial.trial_id, trial.attempts)
-        if not self._error_texts.get(key):
-            path = error_file(self.source.path, trial.trial_id)
-            self._error_texts[key] = path.read_text() if path.exists() else ""
-        return self._error_texts[key]
 
     @property
     def figures(self) -> dict[str, Any]:
@@ -658,6 +633,50 @@ class MetricPickers:
                     self._updating = False
         key = self.widgets[tab].value
         return key, mode_of(self.source.metric, self.source.mode, key)
+
+
+def trial_shown(source: Any, selected: int | None, trials: Sequence[Trial]) -> Trial | None:
+    """The trial the "trial" tab shows: the one picked in the table, else the best (of those
+    that satisfy the run's constraints)."""
+    by_id = {trial.trial_id: trial for trial in trials}
+    if selected in by_id:
+        return by_id[selected]
+    _, mode = primary(source.metric, source.mode)
+    infeasible = source.constraints.infeasible(trials)
+    scored = ranked([trial for trial in trials if trial.trial_id not in infeasible], mode)
+    if not scored:
+        return trials[0] if trials else None
+    return scored[0]
+
+
+class FailedTrials:
+    """The errors tab's text: each failed trial's error, its traceback folded under it."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self._texts: dict[tuple[int, int], str] = {}
+
+    def html(self, trials: Sequence[Trial]) -> str:
+        failed = [t for t in trials if t.status is TrialStatus.ERROR]
+        if not failed:
+            return "<i>no failed trials</i>"
+        parts = []
+        for trial in failed:
+            text = self._text(trial)
+            parts.append(
+                f"<details><summary>trial {trial.trial_id}: {html.escape(trial.error or '')}"
+                f"</summary><pre>{html.escape(text)}</pre></details>"
+            )
+        return "".join(parts)
+
+    def _text(self, trial: Trial) -> str:
+        """The trial's error.txt, read once per failed attempt rather than at every redraw
+        (until it is written: the trial is recorded as failed just before)."""
+        key = (trial.trial_id, trial.attempts)
+        if not self._texts.get(key):
+            path = error_file(self.source.path, trial.trial_id)
+            self._texts[key] = path.read_text() if path.exists() else ""
+        return self._texts[key]
 
 
 def _on_thread(name: str, function: Callable[..., None], *args: Any) -> threading.Thread:
