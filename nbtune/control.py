@@ -165,6 +165,11 @@ class RunControl:
         self._ledger.space_version += 1
         self._admission.space_version = self._ledger.space_version
 
+    def update_trainable(self, trainable: Any) -> None:
+        """Trials launched from now on (new, retried or resumed from a checkpoint) run
+        `trainable`; those on a worker keep theirs."""
+        self._admission.update_trainable(trainable)
+
     def set_time_budget(self, seconds: float) -> None:
         """The run ends `seconds` after it started (at once, if they have passed)."""
         self._clocks.set_time_budget(seconds)

@@ -26,7 +26,6 @@ from nbtune.define_by_run import DefineByRunSpace, search_space
 from nbtune.errors import TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
-from nbtune.executors._shared import check_picklable
 from nbtune.executors.loky import LokyExecutor
 from nbtune.front_end import SummarySlot
 from nbtune.progress import ProgressLine
@@ -47,7 +46,7 @@ from nbtune.storage import (
     check_private,
     check_unlocked,
 )
-from nbtune.trainable import is_class_trainable
+from nbtune.trainable_check import check_trainable, trainable_name
 from nbtune.trial import Trial, TrialStatus
 
 _NAME = re.compile(r"[\w.\-]+")
@@ -181,7 +180,7 @@ class Tuner(ResultsView, Steering):
         points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
         warm_start: str | os.PathLike | ExperimentAnalysis | None = None,
     ) -> None:
-        _check_trainable(trainable)
+        check_trainable(trainable)
         metric, mode = objectives.checked(metric, mode)
         self.num_samples = whole_number("num_samples", num_samples)
         self.max_concurrent = concurrency(max_concurrent or os.cpu_count())
@@ -195,7 +194,7 @@ class Tuner(ResultsView, Steering):
         self.metric = metric
         self.mode = mode
         self.name = _checked_name(
-            name or f"{_folder_name(_trainable_name(trainable))}-{time.strftime('%Y%m%d-%H%M%S')}"
+            name or f"{_folder_name(trainable_name(trainable))}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
         self.path = _checked_storage_path(storage_path) / self.name
         self.overwrite = overwrite
@@ -231,8 +230,7 @@ class Tuner(ResultsView, Steering):
             else whole_number("max_consecutive_failures", max_consecutive_failures)
         )
         _check_free_name(self)
-        if getattr(self.executor, "pickles_trainable", True):
-            _check_picklable(trainable)
+        check_trainable(trainable, self.executor)
         self.bus = EventBus()
         self.callbacks = tuple(callbacks)
         for callback in self.callbacks:
@@ -525,7 +523,7 @@ def _spec_of(tuner: Tuner) -> dict[str, Any]:
         "keep_checkpoints": tuner.keep_checkpoints,
         "resources_per_trial": tuner.resources_per_trial,
         "parameter_names": list(tuner.space.parameter_names),
-        "trainable": _trainable_name(tuner.trainable),
+        "trainable": trainable_name(tuner.trainable),
         "created_at": time.time(),
     }
 
@@ -562,27 +560,6 @@ def _checked_storage_path(storage_path: Any) -> Path:
                 )
             break
     return path
-
-
-def _check_trainable(trainable: object) -> None:
-    if is_class_trainable(trainable):
-        return
-    if isinstance(trainable, type) or not callable(trainable):
-        raise TypeError(
-            f"trainable={trainable!r}: pass a function train(config) or a subclass of "
-            "nbtune.Trainable"
-        )
-
-
-def _check_picklable(trainable: object) -> None:
-    try:
-        check_picklable(trainable)
-    except Exception as exc:
-        raise TypeError(
-            f"the trainable {_trainable_name(trainable)!r} cannot be sent to worker processes "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0]}); create that object inside "
-            "the trainable, or pass executor=nbtune.ThreadExecutor()"
-        ) from exc
 
 
 def _checked_points(
@@ -630,10 +607,6 @@ def _previous_run(path: Path) -> ExperimentReader | None:
     return reader
 
 
-def _trainable_name(trainable: object) -> str:
-    return getattr(trainable, "__name__", type(trainable).__name__)
-
-
 def _checkpoints_to_keep(value: Any) -> int | None:
     if value is None:
         return None
@@ -663,7 +636,7 @@ def _stop_after_interrupt(tuner: Tuner, runner: TrialRunner) -> bool:
         runner.wait()
     print(
         f"nbtune: {tuner.name!r} stopped; carry it on with nbtune.Tuner.restore("
-        f"{str(tuner.path)!r}, {_trainable_name(tuner.trainable)})",
+        f"{str(tuner.path)!r}, {trainable_name(tuner.trainable)})",
         file=sys.stderr,
     )
     return True

@@ -124,6 +124,26 @@ def steps(config):
         nt.report(loss=config.get("lr", 1.0) / step, step=step, pid=os.getpid(), checkpoint=saved)
 
 
+def first_version(config):
+    """`steps` results every `interval` s, each saying `version=1`; checkpoints each one if
+    `checkpoint` is set. `second_version` is the same with `version=2`: a trainable fixed
+    mid-run (`Tuner.update_trainable`)."""
+    _versioned(config, 1)
+
+
+def second_version(config):
+    _versioned(config, 2)
+
+
+def _versioned(config, version):
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["step"] if checkpoint else 0
+    for step in range(start + 1, config["steps"] + 1):
+        time.sleep(config.get("interval", 0.01))
+        saved = {"step": step} if config.get("checkpoint") else None
+        nt.report(loss=1.0 / step, step=step, version=version, checkpoint=saved)
+
+
 class OnDemand(Counter):
     """Checkpoints only when nbtune asks (on pause), never on its own."""
 
