@@ -183,8 +183,14 @@ class RunEnd:
             self.error = f"{type(exc).__name__}: {exc}"
 
     def finish(self) -> None:
-        """Write the outcome down with the final state of every trial, and say so on the bus."""
+        """Write the outcome down with the final state of every trial, and say so on the bus.
+
+        The user's pauses end with the run (`Trial.user_paused`): a restore carries on every
+        unfinished trial of a run that ended, while one whose driver died keeps them."""
         self.ended_at = time.time()
+        for trial in self.book:
+            if trial.user_paused:
+                self.ledger.record(trial.evolve(user_paused=False))
         try:
             self.ledger.storage.finish(
                 self.ledger.saved_state(), self.book.trials.values(), self.outcome()

@@ -295,6 +295,7 @@ class Tuner(ResultsView, Steering):
             self._runner.apply_command("retry", {"trials": "errored"}, _retry_errored)
         for config in self._early_trials:
             self._runner.add_trial(config)
+        self._runner.ledger.save_state()  # a driver killed from now on restores without space=
         context = contextvars.copy_context()
         self._thread = threading.Thread(
             target=context.run, args=(self._runner.run,), name="nbtune-runner", daemon=True
@@ -354,9 +355,11 @@ class Tuner(ResultsView, Steering):
         failed run again too (see `retry`).
 
         A folder moved, copied or renamed carries on where it is now, under its new name; a
-        damaged one, with what can be read (see `ExperimentReader`); one whose driver died
-        before it first saved its state (no `state.pkl`), with a fresh searcher and scheduler:
-        pass `space=` (and `searcher=`, `scheduler=` if the run had its own).
+        damaged one, with what can be read (see `ExperimentReader`). A run saves its state
+        (`state.pkl`: space, searcher, scheduler) as it starts, before any trial; a folder
+        without one (an older nbtune's driver killed right after `start()`) carries on with a
+        fresh searcher and scheduler: pass `space=` (and `searcher=`, `scheduler=` if the run
+        had its own).
 
         Runs written by older nbtunes are carried on too. One that this nbtune cannot carry on
         is refused in one line (ValueError) before anything in its folder is written.
