@@ -592,6 +592,67 @@ def startup(storage: str, name: str) -> Startup:
     )
 
 
+NEXT_CELL_S = 3.0
+"""How long after building its Tuner the user starts the run, in the next cell."""
+MANY_TRIALS = 64
+"""The trials of the run whose `start()` call is timed."""
+
+
+def figure_startup_one_cell(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
+    """Seconds from building a Tuner to its first result, `start()` called at once after it
+    (one cell does both), in a fresh process: the workers start as the Tuner is built."""
+    first = FirstEvents()
+    began = time.perf_counter()
+    tuner = make_tuner(hello_train, storage, "one-cell", num_samples=1, config={})
+    tuner.subscribe(first)
+    tuner.start()
+    tuner.wait()
+    check_finished(tuner)
+    return [
+        figure_row(
+            "startup_cold_first_result_from_tuner",
+            first.result_at - began,
+            "s",
+            Target("<", 1),
+            note="Tuner() then start() at once, first run of a fresh process",
+        )
+    ]
+
+
+def figure_startup_next_cell(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
+    """A Tuner of `MANY_TRIALS` trials built, then started `NEXT_CELL_S` later (the next
+    cell), in a fresh process: how long the `start()` call takes, and the seconds from it to
+    the first result (the workers were started when the Tuner was built)."""
+    first = FirstEvents()
+    tuner = make_tuner(hello_train, storage, "next-cell", num_samples=MANY_TRIALS, config={})
+    tuner.subscribe(first)
+    time.sleep(NEXT_CELL_S)
+    began = time.perf_counter()
+    tuner.start()
+    start_call_s = time.perf_counter() - began
+    tuner.wait()
+    check_finished(tuner)
+    return [
+        figure_row(
+            f"start_call_s_{MANY_TRIALS}_trials",
+            start_call_s,
+            "s",
+            Target("<", 0.3),
+            note="the start() call alone, no dashboard (benchmarks/dashboard.py times it in a "
+            "kernel, with one)",
+        ),
+        figure_row(
+            "startup_cold_first_result_next_cell",
+            first.result_at - began,
+            "s",
+            Target("<", 0.5),
+            trial_started_s=first.started_at - began,
+            tuner_built_s_before=NEXT_CELL_S,
+            note="first run of a fresh process, start() in the cell after the Tuner's",
+        ),
+    ]
+
+
 def figure_idle_cpu(sizes: Sizes, storage: str) -> list[dict[str, Any]]:
     """The driver's CPU, in % of one core, while every running trial is silent."""
     window = SilentWindow(trials=WORKERS)
@@ -676,6 +737,8 @@ FIGURES: dict[str, Callable[[Sizes, str], list[dict[str, Any]]]] = {
     "fresh_processes": figure_fresh_processes,
     "latency": figure_latency,
     "startup": figure_startup,
+    "startup_one_cell": figure_startup_one_cell,
+    "startup_next_cell": figure_startup_next_cell,
     "idle_cpu": figure_idle_cpu,
     "many_results": figure_many_results,
 }

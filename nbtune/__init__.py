@@ -74,7 +74,14 @@ def _notebook_dashboard() -> front_end.DashboardFactory:
     return Dashboard
 
 
-front_end.register(_notebook_dashboard)
+def _notebook_preload() -> None:
+    """What the dashboard imports on its own thread: plotly's FigureWidget, seconds."""
+    from nbtune.ui.dashboard import import_plotly
+
+    import_plotly()
+
+
+front_end.register(_notebook_dashboard, _notebook_preload)
 
 
 def load_ipython_extension(ipython) -> None:

@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from nbtune import environment
+from nbtune import environment, remote
+from nbtune.constraints import Constraints
 from nbtune.errors import RunEndedError
 from nbtune.events import Event
 from nbtune.results import ResultsView
@@ -38,6 +39,7 @@ class ExperimentAnalysis(ResultsView):
         """The folder's name, as a restore names the run (the spec's is where it began)."""
         self.metric = self.spec.get("metric")
         self.mode = self.spec.get("mode", "min")
+        self.constraints = Constraints.parse(self.spec.get("constraints"))
         self.max_concurrent: int = self.spec.get("max_concurrent") or 1
         outcome = reader.outcome()
         self.state: str = outcome["state"] if outcome else "unfinished"
@@ -110,13 +112,22 @@ def view_of(source: Any) -> ResultsView:
     return source
 
 
-def load(path: str | os.PathLike, trust: bool = False) -> ExperimentAnalysis:
+def load(
+    path: str | os.PathLike,
+    trust: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> ExperimentAnalysis:
     """Load an experiment directory (e.g. `"nbtune-runs/demo"`) for analysis.
 
     Args:
-        path: the experiment's directory.
+        path: the experiment's directory, or its URL in remote storage (e.g.
+            `"s3://bucket/runs/demo"`), whose results are copied into a local cache folder
+            first (`path` is then that folder).
         trust: unpickle the values that were stored pickled (arrays, objects a trial reported
             or a config held). Unpickling runs code, so by default they stay `Pickled` (shown
             with their type and repr; `value.load()` unpickles one): loading runs nothing.
+        storage_options: passed to fsspec for a URL (credentials, endpoint).
     """
+    if remote.is_url(path):
+        path = remote.read_copy(str(path), storage_options, part="results")
     return ExperimentAnalysis(path, trust)

@@ -18,10 +18,12 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbtune import environment
+from nbtune import environment, remote
+from nbtune.constraints import Constraints
 from nbtune.storage import ExperimentReader, lock_held, summarize
 from nbtune.trial import TrialStatus
 
@@ -65,8 +67,15 @@ _TEXT_COLUMNS = (
 )
 
 
-def runs(storage_path: str | os.PathLike = "nbtune-runs") -> pd.DataFrame:
+def runs(
+    storage_path: str | os.PathLike = "nbtune-runs",
+    storage_options: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
     """Every run under `storage_path`, one row per experiment folder, oldest first.
+
+    `storage_path` may be a URL of remote storage (`"s3://bucket/runs"`, with
+    `storage_options` for fsspec): each run's small files are copied to a local cache folder
+    to be read, a run is live while its writer's lease is fresh, and `path` is its URL.
 
     Columns: `name`; `state` (see `STATES`); `started` (when the run was created, UTC);
     `duration_s` (until it ended; so far for a live run; until its last result for an
@@ -84,14 +93,10 @@ def runs(storage_path: str | os.PathLike = "nbtune-runs") -> pd.DataFrame:
     """
     import pandas as pd  # imported here so that `import nbtune` stays light
 
-    root = Path(storage_path)
-    if root.exists() and not root.is_dir():
-        raise NotADirectoryError(
-            f"{root} is a file, not a folder of runs; pass the storage_path runs are kept "
-            "under, e.g. nbtune.runs('nbtune-runs')"
-        )
-    folders = sorted(root.iterdir()) if root.is_dir() else []
-    rows = [_row_of(folder) for folder in folders if (folder / "experiment.json").is_file()]
+    if remote.is_url(storage_path):
+        rows = _remote_rows(str(storage_path), storage_options)
+    else:
+        rows = _local_rows(Path(storage_path))
     rows.sort(key=lambda row: (_sort_time(row["started"]), row["name"]))
     frame = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
     frame["started"] = pd.to_datetime(frame["started"], unit="s", utc=True)
@@ -101,7 +106,35 @@ def runs(storage_path: str | os.PathLike = "nbtune-runs") -> pd.DataFrame:
     return frame.astype(dtypes)
 
 
-def run_row(folder: Path) -> dict[str, Any]:
+def _local_rows(root: Path) -> list[dict[str, Any]]:
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(
+            f"{root} is a file, not a folder of runs; pass the storage_path runs are kept "
+            "under, e.g. nbtune.runs('nbtune-runs')"
+        )
+    folders = sorted(root.iterdir()) if root.is_dir() else []
+    return [_row_of(folder) for folder in folders if (folder / "experiment.json").is_file()]
+
+
+def _remote_rows(url: str, storage_options: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The rows of the runs under `url`, each read from a local copy of its small files; a
+    run is live while its writer's lease is fresh."""
+    store = remote.RemoteStore(url, storage_options)
+    rows = []
+    for name in store.names():
+        folder = store.folder(name, reading=True)
+        live = remote.is_fresh(remote.lease_of(store, name))
+        try:
+            remote.pull(store, name, folder, part="summary")
+            row = _row_of(folder, held=lambda _, live=live: live)
+        except Exception as exc:
+            row = _failed_row(folder, exc)
+        row["path"] = store.url_of(name)
+        rows.append(row)
+    return rows
+
+
+def run_row(folder: Path, held: Callable[[Path], bool | None] = lock_held) -> dict[str, Any]:
     """One run's row of `runs()`; what cannot be read is left missing and said in `error`."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(name=folder.name, path=str(folder))
@@ -120,11 +153,11 @@ def run_row(folder: Path) -> dict[str, Any]:
     row["code_version"] = environment.code_version(env)
     known_problems = len(problems)
     outcome = _outcome(reader, problems)
-    state, summary = _state(folder, outcome), None
+    state, summary = _state(folder, outcome, held), None
     if state == "interrupted" and outcome is None and len(problems) == known_problems:
         # A run that ended between the two reads wrote its outcome before freeing its lock.
         outcome = _outcome(reader, problems)
-        state = state if outcome is None else _state(folder, outcome)
+        state = state if outcome is None else _state(folder, outcome, held)
     if outcome is not None:
         row["error"] = outcome.get("error")
         summary = reader.summary()
@@ -144,16 +177,20 @@ def run_row(folder: Path) -> dict[str, Any]:
     return row
 
 
-def _row_of(folder: Path) -> dict[str, Any]:
-    """`run_row(folder)`; a folder that went away or fails in an unforeseen way still gets
-    its row, with what went wrong in `error`."""
+def _row_of(folder: Path, held: Callable[[Path], bool | None] = lock_held) -> dict[str, Any]:
+    """`run_row(folder, held)`; a folder that went away or fails in an unforeseen way still
+    gets its row, with what went wrong in `error`."""
     try:
-        return run_row(folder)
+        return run_row(folder, held)
     except Exception as exc:
-        row: dict[str, Any] = dict.fromkeys(COLUMNS)
-        reason = (str(exc).splitlines() or [""])[0]
-        row.update(name=folder.name, path=str(folder), error=f"{type(exc).__name__}: {reason}")
-        return row
+        return _failed_row(folder, exc)
+
+
+def _failed_row(folder: Path, exc: Exception) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    reason = (str(exc).splitlines() or [""])[0]
+    row.update(name=folder.name, path=str(folder), error=f"{type(exc).__name__}: {reason}")
+    return row
 
 
 def _outcome(reader: ExperimentReader, problems: list[str]) -> dict[str, Any] | None:
@@ -164,10 +201,12 @@ def _outcome(reader: ExperimentReader, problems: list[str]) -> dict[str, Any] | 
     return outcome
 
 
-def _state(folder: Path, outcome: dict[str, Any] | None) -> str:
+def _state(
+    folder: Path, outcome: dict[str, Any] | None, held: Callable[[Path], bool | None]
+) -> str:
     if outcome is not None:
         return str(outcome.get("state"))
-    if lock_held(folder):
+    if held(folder):
         return "paused" if _paused(folder) else "running"
     return "interrupted"
 
@@ -204,7 +243,8 @@ def _from_logs(
         metric, mode = spec.get("metric"), spec.get("mode")
         trials = _guarded(lambda: reader.trials(results, metric, mode), problems, "the journal")
     last = max((_number(row.get("timestamp")) or 0.0 for row in results), default=None)
-    return (None if trials is None else summarize(trials, metric, mode)), last
+    constraints = Constraints.parse(spec.get("constraints"))
+    return (None if trials is None else summarize(trials, metric, mode, constraints)), last
 
 
 def _duration(

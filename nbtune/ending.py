@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from nbtune import environment
 from nbtune.admission import Admission
 from nbtune.events import ExperimentDone
 from nbtune.ledger import Ledger, error_kind
@@ -183,11 +184,13 @@ class RunEnd:
             self.error = f"{type(exc).__name__}: {exc}"
 
     def finish(self) -> None:
-        """Write the outcome down with the final state of every trial, and say so on the bus.
+        """Write the outcome down with the final state of every trial, and say so on the bus;
+        the environment, recorded on a thread of its own, is in the folder before it closes.
 
         The user's pauses end with the run (`Trial.user_paused`): a restore carries on every
         unfinished trial of a run that ended, while one whose driver died keeps them."""
         self.ended_at = time.time()
+        environment.settle(self.ledger.storage.path)
         for trial in self.book:
             if trial.user_paused:
                 self.ledger.record(trial.evolve(user_paused=False))

@@ -8,7 +8,7 @@
 (`importlib.metadata`): none of them is imported. `git` describes the repository that holds the
 current working directory (a notebook's own folder, in Jupyter), or is None outside one, where
 git is missing or slow (it runs with a short timeout). Capturing never fails a run: what cannot
-be read is left out.
+be read is left out. A run records it on a thread of its own (`record_soon`), off its start.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import platform
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,45 @@ def record(folder: str | os.PathLike, cwd: str | os.PathLike | None = None) -> d
     return environment
 
 
+def record_soon(folder: str | os.PathLike) -> None:
+    """`record` the environment (of the current working directory, as it is now) on a thread
+    of its own: git and the packages' metadata take from a few to tens of milliseconds, which a
+    run's start need not wait for. `read` and `settle` wait for it; so does the interpreter's
+    exit (the thread is not a daemon), so that the record is never lost."""
+    key = os.path.abspath(folder)
+    thread = threading.Thread(
+        target=_record_then_forget, args=(folder, os.getcwd(), key), name="nbtune-environment"
+    )
+    with _recording_lock:
+        _recording[key] = thread
+    thread.start()
+
+
+def settle(folder: str | os.PathLike) -> None:
+    """Wait until the environment of `folder` is recorded, if `record_soon` is recording it."""
+    with _recording_lock:
+        thread = _recording.get(os.path.abspath(folder))
+    if thread is not None:
+        thread.join()
+
+
+def _record_then_forget(folder: str | os.PathLike, cwd: str, key: str) -> None:
+    try:
+        record(folder, cwd)
+    finally:
+        with _recording_lock:
+            if _recording.get(key) is threading.current_thread():
+                del _recording[key]
+
+
+_recording: dict[str, threading.Thread] = {}
+_recording_lock = threading.Lock()
+
+
 def read(folder: str | os.PathLike) -> dict[str, Any] | None:
-    """The environment recorded in `folder`; None for a run recorded without one (made by an
-    older nbtune) or whose file is damaged."""
+    """The environment recorded in `folder` (once `record_soon` has written it); None for a
+    run recorded without one (made by an older nbtune) or whose file is damaged."""
+    settle(folder)
     try:
         environment = json.loads((Path(folder) / FILE).read_text())
     except (OSError, ValueError):

@@ -18,10 +18,13 @@ buttons send, so the UI needs no probing and the core knows the UI only as the s
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from nbtune.constraints import Constraints
 from nbtune.events import Event
 from nbtune.trial import Trial
 
@@ -49,6 +52,11 @@ class DashboardSource(Protocol):
     @property
     def mode(self) -> str | list[str]:
         """Either "min" or "max"; a list of them, one per metric, if several."""
+
+    @property
+    def constraints(self) -> Constraints:
+        """The bounds on reported keys (`nbtune.constraints`): the best ignores the trials
+        that miss them, and the table and charts mark those."""
 
     @property
     def state(self) -> str:
@@ -126,15 +134,39 @@ DashboardFactory = Callable[[DashboardSource], Dashboard]
 """Makes the dashboard of a source."""
 
 _load: Callable[[], DashboardFactory] | None = None
+_preload: Callable[[], None] | None = None
+_preloading = False
 
 
-def register(load: Callable[[], DashboardFactory]) -> None:
-    """Set the front end: `load()` returns its dashboard factory, importing it if need be.
+def register(
+    load: Callable[[], DashboardFactory], preload: Callable[[], None] | None = None
+) -> None:
+    """Set the front end: `load()` returns its dashboard factory, importing it if need be;
+    `preload()`, if given, imports what its first dashboard needs besides (see `preload`).
 
     `load` is called only when a dashboard is made, so `import nbtune` imports no UI library.
     """
-    global _load
-    _load = load
+    global _load, _preload
+    _load, _preload = load, preload
+
+
+def preload() -> None:
+    """Import the front end on a thread of its own, once per process, for a dashboard to come
+    (a Tuner built in a notebook shows one when it starts): ipywidgets, plotly and the
+    dashboard take a second or more to import, which `start()` and the first chart would
+    otherwise wait for. What fails is left for the dashboard to show when it is made."""
+    global _preloading
+    if _load is None or _preloading:
+        return
+    _preloading = True
+    steps = (_load, _preload or (lambda: None))
+    threading.Thread(target=_run_quietly, args=steps, name="nbtune-front-end", daemon=True).start()
+
+
+def _run_quietly(*steps: Callable[[], Any]) -> None:
+    with contextlib.suppress(Exception):
+        for step in steps:
+            step()
 
 
 def make_dashboard(source: DashboardSource) -> Dashboard:

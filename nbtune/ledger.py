@@ -27,6 +27,7 @@ from typing import Any
 
 from nbtune import objectives
 from nbtune.book import TrialBook
+from nbtune.constraints import UNCONSTRAINED, Constraints
 from nbtune.events import EventBus, TrialCompleted, TrialErrored, TrialOutput, TrialPaused
 from nbtune.executors._base import Executor
 from nbtune.metrics import finite, problem
@@ -64,6 +65,7 @@ class Ledger:
         metric: str | list[str] | None,
         mode: str | list[str],
         keep_checkpoints: int | None,
+        constraints: Constraints = UNCONSTRAINED,
     ) -> None:
         self.book = book
         self.flags = flags
@@ -78,6 +80,7 @@ class Ledger:
         """How many times the search space changed (`Tuner.update_space`)."""
         self.metric = metric
         self.mode = mode
+        self.constraints = constraints
         self.retention = CheckpointRetention(
             keep_checkpoints, objectives.single(metric), mode, storage.checkpoint_dir
         )
@@ -86,7 +89,10 @@ class Ledger:
         self.failure_streak: list[int] = []
         """The trials that failed last, one after the other, with the same kind of error."""
         self._best_of: dict[int, tuple[float, Mapping[str, Any]]] = {}
-        """Each trial's best result by the metric (its returned one, once it returned)."""
+        """Each trial's best feasible result by the metric (its returned one, once it
+        returned)."""
+        self._infeasible: set[int] = set()
+        """The trials whose last result misses a constraint: none of their results is best."""
         self._state_saved_at = -math.inf
 
     # ----- records ----------------------------------------------------------------------------
@@ -137,34 +143,49 @@ class Ledger:
             self._rank_by(row)
 
     def taken_in(self, row: Mapping[str, Any]) -> None:
-        """A result already on disk joins the run's results (and may be its best)."""
+        """A result already on disk joins the run's results (and may be its best, if it and
+        its trial's last result satisfy the constraints)."""
         self.results.append(row)
         if objectives.single(self.metric) is None:
             return
-        value = finite(row.get(self.metric))
-        if value is None:
-            return
         trial_id = row["trial_id"]
+        feasible = self.constraints.feasible(row)
+        flipped = feasible == (trial_id in self._infeasible)
+        if flipped:
+            (self._infeasible.discard if feasible else self._infeasible.add)(trial_id)
+        value = finite(row.get(self.metric)) if feasible else None
         held = self._best_of.get(trial_id)
-        if held is None or better_of(held[0], value, self.mode) != held[0]:
+        improved = value is not None and (
+            held is None or better_of(held[0], value, self.mode) != held[0]
+        )
+        if improved:
             self._best_of[trial_id] = value, row
+        if flipped:
+            self._find_best()
+        elif improved:
             self._keep_if_best(value, row)
 
     def _rank_by(self, row: Mapping[str, Any]) -> None:
         """The trial of `row` returned it as its score: it ranks the trial, not the best of
         its results before it."""
-        value = finite(row.get(self.metric)) if objectives.single(self.metric) else None
+        single = objectives.single(self.metric)
+        value = finite(row.get(single)) if single and self.constraints.feasible(row) else None
         trial_id = row["trial_id"]
         if value is None:
             self._best_of.pop(trial_id, None)
         else:
             self._best_of[trial_id] = value, row
         if self.best_result is not None and self.best_result["trial_id"] == trial_id:
-            self.best_result = None
-            for held_value, held_row in self._best_of.values():
-                self._keep_if_best(held_value, held_row)
-        elif value is not None:
+            self._find_best()
+        elif value is not None and trial_id not in self._infeasible:
             self._keep_if_best(value, row)
+
+    def _find_best(self) -> None:
+        """The run's best result, found again among the feasible trials' bests."""
+        self.best_result = None
+        for trial_id, (value, row) in self._best_of.items():
+            if trial_id not in self._infeasible:
+                self._keep_if_best(value, row)
 
     def _keep_if_best(self, value: float, row: Mapping[str, Any]) -> None:
         best = None if self.best_result is None else self.best_result[self.metric]

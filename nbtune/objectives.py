@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nbtune.constraints import UNCONSTRAINED, Constraints
 from nbtune.metrics import finite
 from nbtune.trial import Trial
 
@@ -159,10 +160,15 @@ def _against_front(costs: list[tuple[float, ...]], order: list[int]) -> list[boo
 
 
 def pareto_trials(
-    trials: Sequence[Trial], metric: str | Sequence[str] | None, mode: str | Sequence[str]
+    trials: Sequence[Trial],
+    metric: str | Sequence[str] | None,
+    mode: str | Sequence[str],
+    constraints: Constraints = UNCONSTRAINED,
 ) -> list[Trial]:
-    """The trials on the Pareto front of their last reported values, by id."""
-    scored = [(trial, values(trial.last_result, metric)) for trial in trials]
+    """The trials on the Pareto front of their last reported values, by id; of those whose
+    last result satisfies the `constraints`, if there are any."""
+    feasible = [trial for trial in trials if constraints.feasible(trial.last_result)]
+    scored = [(trial, values(trial.last_result, metric)) for trial in feasible]
     scored = [(trial, point) for trial, point in scored if point is not None]
     on_front = non_dominated([point for _, point in scored], modes(metric, mode))
     front = [trial for (trial, _), keep in zip(scored, on_front, strict=True) if keep]

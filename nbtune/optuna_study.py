@@ -39,9 +39,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nbtune import objectives
+from nbtune.constraints import UNCONSTRAINED, Constraints
 from nbtune.define_by_run import DefineByRunSpace
 from nbtune.metrics import finite
-from nbtune.search.optuna import _distribution, _import_optuna
+from nbtune.search.optuna import _distribution, _import_optuna, constraint_arguments
 from nbtune.space import Choice, Grid, SampleFrom, SearchSpace, flatten_config
 from nbtune.trial import Trial, TrialStatus
 
@@ -74,6 +75,7 @@ def study_of(
     mode: str | Sequence[str],
     space: Any = None,
     name: str | None = None,
+    constraints: Constraints = UNCONSTRAINED,
 ) -> optuna.Study:
     """An in-memory Optuna study holding one frozen trial per nbtune trial (see the module).
 
@@ -84,6 +86,9 @@ def study_of(
         space: the run's `SearchSpace` or `DefineByRunSpace`; None (a run read from disk) to
             infer the distributions from the values.
         name: the study's name.
+        constraints: the run's constraints: each finished trial carries the violations of
+            its last result (infinite for a key it did not report), so Optuna's plots mark
+            infeasible trials and `study.best_trials` leaves them out.
 
     Raises:
         ImportError: Optuna is not installed, with the command that installs it.
@@ -92,7 +97,7 @@ def study_of(
     directions = [_DIRECTIONS[one] for one in objectives.modes(metric, mode)]
     with _quiet(optuna):
         study = optuna.create_study(directions=directions, study_name=name)
-    study.add_trials(frozen_trials(trials, rows, metric, space))
+    study.add_trials(frozen_trials(trials, rows, metric, space, constraints))
     return study
 
 
@@ -104,6 +109,7 @@ def frozen_trials(
     rows: Sequence[Mapping[str, Any]],
     metric: str | Sequence[str],
     space: Any = None,
+    constraints: Constraints = UNCONSTRAINED,
 ) -> list[optuna.trial.FrozenTrial]:
     """The Optuna trial of each nbtune trial, in trial-id order (see `study_of`)."""
     optuna = _import_optuna("to_optuna_study")
@@ -117,6 +123,7 @@ def frozen_trials(
     for trial, (values, distributions) in zip(ordered, params, strict=True):
         own = sorted(rows_of[trial.trial_id], key=lambda row: row["training_iteration"])
         state, outcome = _outcome(trial, own, metric)
+        violations = constraints.violations(trial.last_result) if state.is_finished() else {}
         made = optuna.trial.create_trial(
             state=state,
             values=outcome,
@@ -124,6 +131,7 @@ def frozen_trials(
             distributions=distributions,
             user_attrs=user_attrs(trial),
             intermediate_values=intermediate_values(own, metric),
+            **constraint_arguments(violations),
         )
         start, end = _times(trial, own, fallback)
         made.datetime_start = None if state.name == "WAITING" else _when(start)

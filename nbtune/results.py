@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbtune.checkpoint import load as load_checkpoint
 from nbtune.checkpoint import size_of
+from nbtune.constraints import UNCONSTRAINED, Constraints
 from nbtune.errors import TrialNotFoundError
 from nbtune.front_end import Dashboard, make_dashboard
 from nbtune.horizon import view_horizon
@@ -33,6 +34,7 @@ def trials_frame(
     mode: str | Sequence[str],
     checkpoint_mb: Mapping[int, float] | None = None,
     rows: Sequence[Mapping[str, Any]] | None = None,
+    constraints: Constraints = UNCONSTRAINED,
 ) -> pd.DataFrame:
     """One row per trial: id, status, `config/<param>` columns, metric (last and best), ...,
     `stopped_by` (who cut a TERMINATED trial short: "user", "scheduler", "stop criteria", "time
@@ -40,15 +42,16 @@ def trials_frame(
     its end, failed or is not over), and `checkpoint_mb`, the disk its checkpoints use, where it
     is given; `gpu`, the ids it ran on, in a run whose trials use GPUs. With several metrics:
     each one's last value and `pareto`, whether the trial is on the Pareto front (see
-    `nbtune.objectives`). Given the result `rows`, every other key a trial reported follows the
-    metrics, with its last value (numbers and text), under its own name, or under
-    `REPORTED_PREFIX` + its name where that name is one of these columns."""
+    `nbtune.objectives`). With `constraints`, `feasible`: whether the trial's last result
+    satisfies them (<NA> before it reports). Given the result `rows`, every other key a trial
+    reported follows the metrics, with its last value (numbers and text), under its own name,
+    or under `REPORTED_PREFIX` + its name where that name is one of these columns."""
     import pandas as pd  # imported here so that workers and `import nbtune` stay light
 
     reported = last_reported(rows or (), metric)
     records = []
     on_gpus = any(trial.gpus for trial in trials)
-    front = {trial.trial_id for trial in pareto_trials(trials, metric, mode)}
+    front = {trial.trial_id for trial in pareto_trials(trials, metric, mode, constraints)}
     for trial in trials:
         row: dict[str, Any] = {"trial_id": trial.trial_id, "status": trial.status.value}
         row.update({f"config/{k}": v for k, v in SearchSpace.flatten(trial.config).items()})
@@ -58,6 +61,8 @@ def trials_frame(
         elif metric is not None:
             row.update({name: number(trial.last_result.get(name)) for name in metric})
             row["pareto"] = trial.trial_id in front
+        if constraints:
+            row["feasible"] = constraints.trial_feasible(trial.last_result)
         row["training_iteration"] = trial.iteration
         row["runtime_s"] = trial.runtime_s
         row["error"] = trial.error
@@ -73,6 +78,9 @@ def trials_frame(
             row["gpu"] = trial.gpus
         records.append(row)
     columns, dtypes = _trial_columns(records, metric), _trial_dtypes(metric)
+    if constraints:
+        columns.insert(columns.index(next(iter(_TAIL_DTYPES))), "feasible")
+        dtypes["feasible"] = "boolean"
     dtypes.update(_sometimes_set_ints(records, columns))
     _add_reported(records, columns, dtypes, reported, trials)
     if checkpoint_mb is not None:
@@ -214,13 +222,18 @@ def best_row(
     metric: str,
     mode: str,
     trials: Sequence[Trial] = (),
+    constraints: Constraints = UNCONSTRAINED,
 ) -> Mapping[str, Any] | None:
     """The result with the best finite value of `metric`, or None if there is none yet; of a
-    trial that returned its score (`Trial.returned`), only that last result counts."""
+    trial that returned its score (`Trial.returned`), only that last result counts. With
+    `constraints`, only feasible results of trials whose last result is feasible count."""
     returned = {trial.trial_id: trial.iteration for trial in trials if trial.returned}
+    infeasible = constraints.infeasible(trials)
     best, best_value = None, None
     for row in rows:
         if returned.get(row["trial_id"], row["training_iteration"]) != row["training_iteration"]:
+            continue
+        if row["trial_id"] in infeasible or not constraints.feasible(row):
             continue
         value = better_of(best_value, row.get(metric), mode)
         if value != best_value:
@@ -237,6 +250,8 @@ class ResultsView:
 
     metric: str | list[str] | None
     mode: str | list[str]
+    constraints: Constraints = UNCONSTRAINED
+    """The bounds on reported keys that the best trials must satisfy (`nbtune.constraints`)."""
     path: Path
     _dashboard: Dashboard | None = None
 
@@ -250,7 +265,7 @@ class ResultsView:
 
     def _best_row(self) -> Mapping[str, Any] | None:
         trials, rows = self._snapshot()
-        return best_row(rows, self._require_metric(), self.mode, trials)
+        return best_row(rows, self._require_metric(), self.mode, trials, self.constraints)
 
     def dataframe(self) -> pd.DataFrame:
         """One row per trial: `trial_id`, `status`, `config/<param>`, the metric, the last
@@ -258,7 +273,8 @@ class ResultsView:
         one of these columns), ..., `stopped_by` (who cut a trial short, see `trials_frame`),
         `checkpoint_mb` (megabytes, 10**6 bytes, its checkpoints use on disk)."""
         trials, rows = self._snapshot()
-        return trials_frame(trials, self.metric, self.mode, self.checkpoint_mb(trials), rows)
+        mb = self.checkpoint_mb(trials)
+        return trials_frame(trials, self.metric, self.mode, mb, rows, self.constraints)
 
     def checkpoint_mb(self, trials: Sequence[Trial] | None = None) -> dict[int, float]:
         """Megabytes (10**6 bytes) of checkpoints on disk, by trial id."""
@@ -332,7 +348,8 @@ class ResultsView:
         tuned metric's), as Ray Tune's `get_best_trial`: by each trial's last value of it
         (`scope="last"`), its best ever ("all"), the mean of all its values ("avg") or of its
         last 5 or 10 ("last-5-avg", "last-10-avg"). NaN and infinities never win, ties go to
-        the lower id; None while no trial has a value.
+        the lower id, a trial whose last result misses a constraint never wins; None while no
+        trial has a value.
 
         Raises:
             ValueError: an unknown scope or mode, a metric no trial reported, or a mode
@@ -341,13 +358,14 @@ class ResultsView:
         metric, mode = self._metric_and_mode(metric, mode)
         reduce = _scope(scope)
         trials, rows = self._snapshot()
+        infeasible = self.constraints.infeasible(trials)
         values: dict[int, list[float]] = {}
         seen = False
         for row in rows:
             if metric in row:
                 seen = True
                 value = finite(row[metric])
-                if value is not None:
+                if value is not None and row["trial_id"] not in infeasible:
                     values.setdefault(row["trial_id"], []).append(value)
         if not seen and rows:
             known = sorted({key for row in rows for key in row} - set(RESULT_KEYS))
@@ -423,9 +441,11 @@ class ResultsView:
 
         Each trial counts with its last reported values (what it reached where it ended, or
         has reached so far if it still runs); one whose last values are not all finite is left
-        out. In a run of one metric, it holds the trials whose last value is the best.
+        out, as is one whose last result misses a constraint. In a run of one metric, it holds
+        the trials whose last value is the best.
         """
-        return pareto_trials(self._snapshot()[0], self._require_metric(several=True), self.mode)
+        metric = self._require_metric(several=True)
+        return pareto_trials(self._snapshot()[0], metric, self.mode, self.constraints)
 
     def to_optuna_study(self) -> optuna.Study:
         """The run as an in-memory Optuna study, for Optuna's own analysis
@@ -433,7 +453,8 @@ class ResultsView:
         `study.trials_dataframe()`, ...): one frozen trial per trial, numbered in trial-id
         order, with its parameters and their distributions, its values (several for several
         metrics), its intermediate values by iteration, its state (a trial cut short is
-        PRUNED, an errored one FAIL, a live one RUNNING) and nbtune's own facts as user
+        PRUNED, an errored one FAIL, a live one RUNNING), the constraint violations of a
+        finished one (where the run has constraints) and nbtune's own facts as user
         attributes. See `nbtune.optuna_study` for the details.
 
         Raises:
@@ -445,7 +466,8 @@ class ResultsView:
         metric = self._require_metric(several=True)
         trials, rows = self._snapshot()
         space = getattr(self, "space", None)
-        return study_of(trials, rows, metric, self.mode, space, getattr(self, "name", None))
+        name = getattr(self, "name", None)
+        return study_of(trials, rows, metric, self.mode, space, name, self.constraints)
 
     def dashboard(self) -> Dashboard:
         """The dashboard of this experiment (an ipywidgets view), made on first call.

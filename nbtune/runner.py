@@ -47,6 +47,7 @@ from nbtune.admission import Admission
 from nbtune.book import TrialBook
 from nbtune.clocks import Clocks
 from nbtune.code_hash import code_hash
+from nbtune.constraints import UNCONSTRAINED, Constraints
 from nbtune.control import RunControl
 from nbtune.ending import RunEnd
 from nbtune.errors import RunEndedError
@@ -104,6 +105,7 @@ class TrialRunner:
         trial_timeout_s: float | None = None,
         keep_checkpoints: int | None = 2,
         resources: TrialResources | None = None,
+        constraints: Constraints = UNCONSTRAINED,
     ) -> None:
         self.trainable = trainable
         self.searcher = searcher
@@ -132,6 +134,7 @@ class TrialRunner:
             metric=metric,
             mode=mode,
             keep_checkpoints=keep_checkpoints,
+            constraints=constraints,
         )
         self.admission = Admission(
             ledger=self.ledger,

@@ -44,6 +44,7 @@ from typing import Any
 
 import cloudpickle
 
+from nbtune.constraints import UNCONSTRAINED, Constraints
 from nbtune.errors import ExperimentWriteError
 from nbtune.metrics import Pickled
 from nbtune.trial import Trial, TrialStatus, better_of
@@ -536,7 +537,8 @@ class ExperimentStorage:
         cannot be read, or a write that fails, leaves it out, and readers go back to the logs."""
         try:
             spec = json.loads((self.path / "experiment.json").read_text())
-            summary = summarize(trials, spec.get("metric"), spec.get("mode"))
+            constraints = Constraints.parse(spec.get("constraints"))
+            summary = summarize(trials, spec.get("metric"), spec.get("mode"), constraints)
             summary["ended_at"] = outcome.get("ended_at")
             write_atomically(self.path / SUMMARY, dumps(summary).encode())
         except (OSError, ValueError):
@@ -553,15 +555,22 @@ class ExperimentStorage:
 SUMMARY = "summary.json"
 
 
-def summarize(trials: Iterable[Trial], metric: Any, mode: Any) -> dict[str, Any]:
+def summarize(
+    trials: Iterable[Trial], metric: Any, mode: Any, constraints: Constraints = UNCONSTRAINED
+) -> dict[str, Any]:
     """What a list of runs shows of one: `trials`, `counts` (by status value), and for a run
-    of one metric the `best` value (each trial's `best_value`; ties go to the lower id), with
-    its `best_trial` and `best_config`; None there in a run of several metrics or none."""
+    of one metric the `best` value (each feasible trial's `best_value`; ties go to the lower
+    id), with its `best_trial` and `best_config`; None there in a run of several metrics or
+    none."""
     counts = dict.fromkeys((status.value for status in TrialStatus), 0)
     best: Trial | None = None
+    trials = list(trials)
+    infeasible = constraints.infeasible(trials)
     for trial in trials:
         counts[trial.status.value] += 1
         if not isinstance(metric, str) or trial.best_value is None:
+            continue
+        if trial.trial_id in infeasible:
             continue
         if best is None or better_of(best.best_value, trial.best_value, mode) != best.best_value:
             best = trial
@@ -792,14 +801,17 @@ class ExperimentReader:
 
     def _resumable(self, trial: Trial, seen: list[tuple[int, str]]) -> Trial:
         """`trial`, resuming from the newest checkpoint at or below its last logged iteration
-        when its own latest one is past it (see `trials`)."""
+        when its own latest one is past it (see `trials`) or is not there (a remote run's
+        store may lack one that retention deleted before it was uploaded)."""
         if (
             trial.status.is_finished
             or trial.checkpoint is None
             or trial.checkpoint_iteration is None
-            or trial.checkpoint_iteration <= trial.iteration
             or not _is_own(trial.checkpoint, trial.trial_id)
         ):
+            return trial
+        there = (self.path / trial.checkpoint).exists()
+        if trial.checkpoint_iteration <= trial.iteration and there:
             return trial
         own = checkpoint_dir(self.path, trial.trial_id)
         candidates = {

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbtune import environment, objectives
+from nbtune import environment, front_end, objectives, remote
 from nbtune.analysis import ExperimentAnalysis, load
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
+from nbtune.constraints import Constraints
 from nbtune.control import RunControl
 from nbtune.define_by_run import DefineByRunSpace, search_space
 from nbtune.errors import TrialNotFoundError
@@ -29,6 +30,7 @@ from nbtune.executors._base import Executor
 from nbtune.executors.loky import LokyExecutor
 from nbtune.front_end import SummarySlot
 from nbtune.progress import ProgressLine
+from nbtune.remote import RemoteRun
 from nbtune.resources import TrialResources
 from nbtune.results import ResultsView
 from nbtune.run_state import RunState
@@ -96,6 +98,9 @@ class Tuner(ResultsView, Steering):
             `["loss", "latency_ms"]`: then `best_trials` is the Pareto front, and a scheduler
             that compares trials needs a metric of its own (`ASHA(metric="loss", mode="min")`).
         mode: "min" or "max"; with several metrics, one per metric (`["min", "min"]`).
+        constraints: bounds on reported keys, `{"latency_ms": (None, 10), "acc": (0.9, None)}`
+            (None for an open side): the best trials are taken among those whose last result
+            satisfies them, and `OptunaSearch` steers towards them (`nbtune.constraints`).
         num_samples: how many configurations to sample; grid values multiply it.
         max_concurrent: how many trials run at once (default: the number of CPUs).
         name: the experiment's name and directory under `storage_path` (default: the
@@ -110,7 +115,12 @@ class Tuner(ResultsView, Steering):
         time_budget_s: end the whole experiment after this many seconds (see `set_time_budget`).
         finish_by: finish the experiment by then: seconds from its start, or a `datetime`
             (see `finish_by`).
-        storage_path: the folder that holds experiment directories.
+        storage_path: the folder that holds experiment directories, or a URL (`s3://b/runs`,
+            `gs://`, `az://`, `file://`, `memory://`): the run is written in a local cache
+            folder and synced there (see README, "Remote storage").
+        storage_options: passed to fsspec for a URL storage_path (credentials, endpoint).
+        sync_period_s: how often a remote run is synced (also at every pause, stop, end and
+            kept checkpoint): what a crash can lose remotely is at most that much.
         callbacks: functions called with every `nbtune.events` event, on the runner thread;
             they must return quickly. A callback that has a `setup(tuner)` method has it
             called once by `start()`, before the first event, with this Tuner: its name, path,
@@ -156,6 +166,7 @@ class Tuner(ResultsView, Steering):
         *,
         metric: str | Sequence[str] | None = None,
         mode: str | Sequence[str] = "min",
+        constraints: Mapping[str, tuple[float | None, float | None]] | None = None,
         num_samples: int = 1,
         max_concurrent: int | None = None,
         name: str | None = None,
@@ -179,6 +190,8 @@ class Tuner(ResultsView, Steering):
         resume: bool = False,
         points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
         warm_start: str | os.PathLike | ExperimentAnalysis | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        sync_period_s: float = 5.0,
     ) -> None:
         check_trainable(trainable)
         metric, mode = objectives.checked(metric, mode)
@@ -193,10 +206,13 @@ class Tuner(ResultsView, Steering):
         self.trainable = trainable
         self.metric = metric
         self.mode = mode
+        self.constraints = Constraints.parse(constraints)
         self.name = _checked_name(
             name or f"{_folder_name(trainable_name(trainable))}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
-        self.path = _checked_storage_path(storage_path) / self.name
+        self.path, self._remote = _run_location(
+            storage_path, storage_options, sync_period_s, self.name, resume, overwrite
+        )
         self.overwrite = overwrite
         if os.path.lexists(self.path):
             check_private(self.path)
@@ -211,6 +227,7 @@ class Tuner(ResultsView, Steering):
         self._early_trials: list[dict[str, Any]] = []
         self._space_version = saved.get("space_version", 0)
         self.searcher = saved.get("searcher") or searcher or RandomSearch()
+        self.searcher.use_constraints(self.constraints)
         self.scheduler = saved.get("scheduler") or scheduler or FIFOScheduler()
         if self._previous is None:
             self.scheduler.setup(metric, mode, self.seed)
@@ -240,6 +257,9 @@ class Tuner(ResultsView, Steering):
         self._retry_errored = False
         self._thread: threading.Thread | None = None
         self._summary: SummarySlot | None = None
+        self.executor.prepare(self.max_concurrent)  # its workers start while the user goes on
+        if _in_notebook():
+            front_end.preload()
 
     # ----- running ----------------------------------------------------------------------------
 
@@ -284,6 +304,7 @@ class Tuner(ResultsView, Steering):
             trial_timeout_s=self.trial_timeout_s,
             keep_checkpoints=self.keep_checkpoints,
             resources=self.resources,
+            constraints=self.constraints,
         )
         if self._previous is not None:
             results = self._previous.results()
@@ -344,7 +365,8 @@ class Tuner(ResultsView, Steering):
     def restore(
         cls, path: str | os.PathLike, trainable: Callable[[dict[str, Any]], Any] | type, **options
     ) -> Tuner:
-        """Carry on a stopped or crashed run from its directory, e.g. "nbtune-runs/demo".
+        """Carry on a stopped or crashed run from its directory, e.g. "nbtune-runs/demo", or
+        its URL, e.g. "s3://bucket/runs/demo" (with `storage_options=`, on any machine).
 
         Finished trials stay as they were; every other one starts again from its latest
         checkpoint (or from scratch), and its results already in the log are not recorded
@@ -366,19 +388,20 @@ class Tuner(ResultsView, Steering):
 
         The directory's pickled state runs code when loaded: only restore runs you trust.
         """
-        folder = _run_folder(path)
+        folder, storage_path = _restore_location(path, options)
         reader = ExperimentReader(folder)
         spec = reader.spec()
         keys = ("metric", "mode", "num_samples", "max_concurrent", "seed", "keep_checkpoints")
         retry_errored = options.pop("retry_errored", False)
-        options = {**{k: spec[k] for k in (*keys, "resources_per_trial") if k in spec}, **options}
+        keys += ("resources_per_trial", "constraints")
+        options = {**{k: spec[k] for k in keys if k in spec}, **options}
         fresh = not reader.has_state
         if fresh and options.get("space") is None:
             raise ValueError(
                 f"{folder} has no state.pkl (its driver died before saving it): carry its trials "
                 f"on with nbtune.Tuner.restore({str(folder)!r}, trainable, space=...)"
             )
-        tuner = cls(trainable, name=folder.name, storage_path=folder.parent, resume=True, **options)
+        tuner = cls(trainable, name=folder.name, storage_path=storage_path, resume=True, **options)
         if fresh:  # set up as a new run's are; `start` catches them up with the trials
             tuner.scheduler.setup(tuner.metric, tuner.mode, tuner.seed)
             tuner.searcher.setup(
@@ -510,6 +533,37 @@ def _run_folder(path: str | os.PathLike) -> Path:
     return given
 
 
+def _run_location(
+    storage_path: Any,
+    storage_options: Mapping[str, Any] | None,
+    sync_period_s: Any,
+    name: str,
+    resume: bool,
+    overwrite: bool,
+) -> tuple[Path, RemoteRun | None]:
+    """The run's folder; for a URL, its local cache folder and the remote run it mirrors."""
+    if not remote.is_url(storage_path):
+        if storage_options:
+            raise ValueError(
+                f"storage_options=... is for a URL storage_path, e.g. 's3://bucket/runs'; "
+                f"{str(storage_path)!r} is a local folder: leave storage_options out"
+            )
+        return _checked_storage_path(storage_path) / name, None
+    run = remote.open_run(
+        storage_path, storage_options, name, sync_period_s, resume=resume, overwrite=overwrite
+    )
+    return run.folder, run
+
+
+def _restore_location(path: Any, options: Mapping[str, Any]) -> tuple[Path, Any]:
+    """The folder a restore reads (a URL's run pulled into its cache folder first), and the
+    storage_path the restored run is kept under."""
+    if remote.is_url(path):
+        return remote.restore_folder(path, options)
+    folder = _run_folder(path)
+    return folder, folder.parent
+
+
 def _retry_errored(control: RunControl) -> list[int]:
     return control.retry("errored")
 
@@ -525,6 +579,7 @@ def _spec_of(tuner: Tuner) -> dict[str, Any]:
         "seed": tuner.seed,
         "keep_checkpoints": tuner.keep_checkpoints,
         "resources_per_trial": tuner.resources_per_trial,
+        "constraints": tuner.constraints.to_spec(),
         "parameter_names": list(tuner.space.parameter_names),
         "trainable": trainable_name(tuner.trainable),
         "created_at": time.time(),
@@ -639,7 +694,8 @@ def _stop_after_interrupt(tuner: Tuner, runner: TrialRunner) -> bool:
         runner.wait()
     print(
         f"nbtune: {tuner.name!r} stopped; carry it on with nbtune.Tuner.restore("
-        f"{str(tuner.path)!r}, {trainable_name(tuner.trainable)})",
+        f"{str(tuner._remote.url if tuner._remote else tuner.path)!r}, "
+        f"{trainable_name(tuner.trainable)})",
         file=sys.stderr,
     )
     return True
@@ -663,6 +719,8 @@ def _set_up_callbacks(tuner: Tuner) -> None:
             runner.storage.close()
         if tuner._previous is None:
             shutil.rmtree(tuner.path, ignore_errors=True)
+            if tuner._remote is not None:
+                tuner._remote.store.remove(tuner.name)
         raise
 
 
@@ -684,24 +742,29 @@ def _check_free_name(tuner: Tuner) -> None:
 
 
 def _grow_budget(tuner: Tuner, storage: ExperimentStorage) -> None:
-    """A resumed run asked for more samples than it had: the searcher may suggest more."""
+    """A resumed run asked for more samples than it had: the searcher may suggest more. The
+    spec records that budget, and the constraints the run now has (`restore(constraints=)`)."""
     spec = tuner._previous.spec()
     more = tuner.num_samples - spec["num_samples"]
     if more > 0:
         tuner.searcher.extend(more * tuner.space.grid_size)
-        storage.write_spec({**spec, "num_samples": tuner.num_samples})
+    constraints = tuner.constraints.to_spec()
+    if more > 0 or spec.get("constraints", {}) != constraints:
+        budget = max(tuner.num_samples, spec["num_samples"])
+        storage.write_spec({**spec, "num_samples": budget, "constraints": constraints})
 
 
 def _create_storage(tuner: Tuner) -> ExperimentStorage:
     _check_free_name(tuner)
-    storage = ExperimentStorage(tuner.path)
+    storage = ExperimentStorage(tuner.path) if tuner._remote is None else tuner._remote.storage()
     if tuner._previous is not None:
         _grow_budget(tuner, storage)
         storage.open_logs()
         return storage
     if tuner.overwrite and tuner.path.exists():
         check_unlocked(tuner.path)
+        environment.settle(tuner.path)
         shutil.rmtree(tuner.path)
     storage.create(_spec_of(tuner))
-    environment.record(tuner.path)
+    environment.record_soon(tuner.path)
     return storage

@@ -14,6 +14,7 @@ from trainables import count_up
 
 import nbtune as nt
 from nbtune import front_end
+from nbtune.constraints import Constraints
 from nbtune.events import TrialResult
 from nbtune.front_end import DashboardSource
 
@@ -28,6 +29,7 @@ KINDS = {
     "planned_trials": (int, type(None)),
     "snapshot": tuple,
     "checkpoint_mb": dict,
+    "constraints": Constraints,
 }
 """What each data member of the protocol holds, or its method returns (`snapshot`,
 `checkpoint_mb`)."""

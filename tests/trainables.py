@@ -115,11 +115,15 @@ class FinishesAtThree(Counter):
 
 
 def steps(config):
-    """`steps` results every `interval` s; checkpoints each one if `checkpoint` is set."""
+    """`steps` results every `interval` s; checkpoints each one if `checkpoint` is set.
+
+    With `hold_at`, the step of that number waits until the file `config["gate"]` exists."""
     checkpoint = nt.get_checkpoint()
     start = checkpoint["step"] if checkpoint else 0
     for step in range(start + 1, config["steps"] + 1):
         time.sleep(config.get("interval", 0.01))
+        while step == config.get("hold_at") and not os.path.exists(config["gate"]):
+            time.sleep(0.005)
         saved = {"step": step} if config.get("checkpoint") else None
         nt.report(loss=config.get("lr", 1.0) / step, step=step, pid=os.getpid(), checkpoint=saved)
 

@@ -22,10 +22,11 @@ from nbtune.protocol import Decision, TrialLaunch, WorkerEvent
 class Executor:
     """Base of every executor.
 
-    Lifecycle, all on the runner thread except `wakeup`: `open(trainable, max_workers)` once per
-    run, then any number of `start`, `reply`, `poll` and `update_trainable` calls, then
-    `close()`. One executor instance serves one run at a time; whatever it keeps warm (worker
-    processes) may outlive the run so that the next one starts fast.
+    Lifecycle, all on the runner thread except `wakeup` (and `prepare`, on the thread that builds
+    the Tuner): `open(trainable, max_workers)` once per run, then any number of `start`, `reply`,
+    `poll` and `update_trainable` calls, then `close()`. One executor instance serves one run at
+    a time; whatever it keeps warm (worker processes) may outlive the run so that the next one
+    starts fast.
     """
 
     can_kill_trial: ClassVar[bool] = False
@@ -54,6 +55,12 @@ class Executor:
 
     def use_resources(self, resources: Mapping[str, float]) -> None:
         """Place each trial where `resources` are free (for `schedules_resources`)."""
+
+    def prepare(self, max_workers: int) -> None:
+        """Start, in the background, what a run of up to `max_workers` trials at a time needs
+        (worker processes), so that its first trials start at once; called when a Tuner is
+        built, and returns at once. `open` uses what it started rather than starting it
+        twice; if no run comes, it ends as what a run leaves behind does (nothing by default)."""
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         """Get ready to run trials of `trainable`, up to `max_workers` at a time."""

@@ -37,11 +37,15 @@ from nbtune.trainable import run_trial
 class ProcessPool:
     """The processes that run a `LokyExecutor`'s trials; the executor hands them the run.
 
-    Lifecycle, all on the runner thread except `abandon`: `open(payload, lines, size)` once per
-    run, then any number of `start`, `update_payload`, `resize`, `poll` and `kill` calls, then
-    `close()` once the executor has closed the run's lines. The executor answers trials down
-    their lines itself.
+    Lifecycle, all on the runner thread except `abandon` and `prepare` (any thread, before a
+    run): `open(payload, lines, size)` once per run, then any number of `start`,
+    `update_payload`, `resize`, `poll` and `kill` calls, then `close()` once the executor has
+    closed the run's lines. The executor answers trials down their lines itself.
     """
+
+    def prepare(self, size: int) -> None:
+        """Start processes for `size` trials at a time in the background, for a run to come
+        (see `Executor.prepare`); none by default."""
 
     def open(self, payload: bytes, lines: TrialLines, size: int) -> None:
         """Get ready to run trials of the pickled trainable `payload`, up to `size` at a time;

@@ -115,13 +115,14 @@ def _remove_stale_folders() -> None:
         with contextlib.suppress(OSError, TypeError):
             for name in os.listdir(root):
                 match = _FOLDER_NAME.match(name)
-                if match is not None and not _alive(int(match.group(1))):
+                if match is not None and not process_alive(int(match.group(1))):
                     shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
-    """Whether process `pid` runs (a zombie does not: it is only waiting to be reaped)."""
-    if pid == os.getpid():
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` of this host runs (a zombie does not: it is only waiting to be
+    reaped). On Windows, where `os.kill` would end it, every process is taken to run."""
+    if pid == os.getpid() or os.name == "nt":
         return True
     try:
         os.kill(pid, 0)

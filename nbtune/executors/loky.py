@@ -16,8 +16,10 @@ Each worker serves one run at a time and takes the run's trials down its authent
 line (about 0.03 ms per round trip; see `_lines`): a trial starts as soon as a line is idle,
 without a task submission or a handshake of its own. Workers are kept for the next run in the
 process (they leave after `_IDLE_WORKER_TIMEOUT_S` unused), so a second run starts warm; runs
-side by side never share one. They are started the way loky starts its workers (a fresh
-interpreter that does not import `__main__`), and `joblib.Parallel` keeps its own pool. The
+side by side never share one. A first run starts warm too when its Tuner was built a moment
+before: building it starts the workers in the background (`prepare`, `warm_up`). They are
+started the way loky starts its workers (a fresh interpreter that does not import
+`__main__`), and `joblib.Parallel` keeps its own pool. The
 trainable is pickled once per run; large arrays in it travel as memory maps of files in a
 run-private folder (`_shared`), so workers share one copy of them. A trainable changed
 mid-run (`update_trainable`) is pickled once more, and each worker gets it down its line
@@ -121,15 +123,15 @@ class _Worker:
 _every_worker: set[_Worker] = set()
 _free_workers: list[_Worker] = []
 _workers_lock = threading.Lock()
+_exiting = False
+"""Set once the interpreter exits: no worker starts after its workers were killed."""
 
 
 def _take_worker() -> _Worker:
     """A warm worker that no live run uses (one still leaving its last run is waited for,
     briefly), or a new one."""
     with _workers_lock:
-        for worker in [worker for worker in _free_workers if not worker.process.is_alive()]:
-            _free_workers.remove(worker)
-            _every_worker.discard(worker)
+        _forget_dead_free_workers()
         worker = _first_free()
         if worker is None and _free_workers:
             wait([worker.pipe for worker in _free_workers], _HANDOVER_S)
@@ -137,11 +139,45 @@ def _take_worker() -> _Worker:
         if worker is not None:
             _free_workers.remove(worker)
             return worker
-        if not _every_worker:
-            before_loky_exits(_kill_every_worker)
-        worker = _Worker()
-        _every_worker.add(worker)
-        return worker
+        return _new_worker()
+
+
+def warm_up(count: int) -> None:
+    """Start workers on a thread of their own until `count` of them live in this process (a
+    run's included), for a run to come: a worker takes a few tenths of a second to start (a
+    fresh interpreter that imports nbtune), which its first trial would otherwise wait for.
+
+    They are the workers `_take_worker` hands out: a run that opens meanwhile takes those
+    started so far and starts only the rest (the lock makes each start one or the other's), so
+    none is started twice; unused, they leave as any free worker does."""
+    threading.Thread(
+        target=_start_workers, args=(count,), name="nbtune-warm-up", daemon=True
+    ).start()
+
+
+def _start_workers(count: int) -> None:
+    while True:
+        with _workers_lock:
+            _forget_dead_free_workers()
+            if _exiting or len(_every_worker) >= count:
+                return
+            _free_workers.append(_new_worker())
+
+
+def _new_worker() -> _Worker:
+    """Start a worker; the caller holds `_workers_lock`."""
+    if not _every_worker:
+        before_loky_exits(_kill_every_worker)
+    worker = _Worker()
+    _every_worker.add(worker)
+    return worker
+
+
+def _forget_dead_free_workers() -> None:
+    """The caller holds `_workers_lock`."""
+    for worker in [worker for worker in _free_workers if not worker.process.is_alive()]:
+        _free_workers.remove(worker)
+        _every_worker.discard(worker)
 
 
 def _first_free() -> _Worker | None:
@@ -170,7 +206,9 @@ def _give_back(worker: _Worker) -> None:
 
 
 def _kill_every_worker() -> None:
+    global _exiting
     with _workers_lock:
+        _exiting = True
         workers = list(_every_worker)
         _every_worker.clear()
         _free_workers.clear()
@@ -222,6 +260,9 @@ class WarmWorkers(ProcessPool):
         self._failure: str | None = None
         self._open = False
         self._trainable: NewTrainable | None = None
+
+    def prepare(self, size: int) -> None:
+        warm_up(size)
 
     def open(self, payload: bytes, lines: TrialLines, size: int) -> None:
         self._run = (payload, lines.address, lines.authkey)
@@ -383,6 +424,10 @@ class LokyExecutor(Executor):
         if self._gpus is None:
             self._gpus = visible_gpus()
         return list(self._gpus)
+
+    def prepare(self, max_workers: int) -> None:
+        """Start the run's workers in the background (see `Executor.prepare`)."""
+        self._pool.prepare(self.max_workers or max_workers)
 
     def open(self, trainable: Callable | type, max_workers: int) -> None:
         self._data = RunData()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nbtune.constraints import UNCONSTRAINED, Constraints
 from nbtune.space import SearchSpace
 from nbtune.trial import Trial
 
@@ -26,6 +27,8 @@ class Searcher:
     space: SearchSpace
     metric: str | None = None
     mode: str = "min"
+    constraints: Constraints = UNCONSTRAINED
+    """The run's outcome constraints (`Tuner(constraints=...)`), given before `setup`."""
     learns = False
     """Whether the searcher models the results to choose what it suggests next (model-based,
     as TPE), so that what it is told shapes the search: ASHA then judges the first arrivals
@@ -39,6 +42,11 @@ class Searcher:
         self.space = space
         self.metric = metric
         self.mode = mode
+
+    def use_constraints(self, constraints: Constraints) -> None:
+        """Learn the run's outcome constraints, before `setup`: a model-based searcher is
+        told each finished trial's violations of them, to steer towards feasible ones."""
+        self.constraints = constraints
 
     def suggest(self, trial_id: int) -> dict[str, Any] | None:
         """The configuration for the new trial `trial_id`, or None if there is none right now."""
@@ -114,6 +122,10 @@ class WrappingSearcher(Searcher):
     ) -> None:
         super().setup(space, metric, mode, num_samples, seed)
         self.searcher.setup(space, metric, mode, num_samples, seed)
+
+    def use_constraints(self, constraints: Constraints) -> None:
+        super().use_constraints(constraints)
+        self.searcher.use_constraints(constraints)
 
     def suggest(self, trial_id: int) -> dict[str, Any] | None:
         return self.searcher.suggest(trial_id)

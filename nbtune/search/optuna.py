@@ -3,6 +3,7 @@
     suggest  -> study.ask(distributions) -> params -> SearchSpace.complete -> config
     on_result  -> optuna_trial.report(metric, training_iteration)
     on_complete -> study.tell(optuna_trial, last metric)   (FAIL if errored or not finite)
+                   with the last result's constraint violations, where the run has constraints
 
 With several metrics the study has one direction per metric, `tell` gets the tuple of the
 last values, and nothing is reported along the way (Optuna prunes only single objectives).
@@ -14,6 +15,7 @@ ones, as `SearchSpace.config` does. Optuna is an optional extra, imported only w
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import warnings
@@ -62,6 +64,12 @@ class OptunaSearch(Searcher):
     With several metrics (`metric=["loss", "latency_ms"]`) the study is multi-objective: its
     sampler (TPE by default, as Optuna's; or `NSGAIISampler()`) learns each trial's last values
     together, and `study.best_trials` is the same front as the Tuner's `best_trials`.
+
+    With `Tuner(constraints=...)`, each finished trial's violations of them (by its last
+    result) go to the study before its value, as Optuna's constrained optimisation takes them
+    (`trial.set_constraint` on Optuna 5; on Optuna 4 the sampler's `constraints_func`, which
+    OptunaSearch gives the samplers it makes), so TPE, NSGA-II and GPSampler steer towards the
+    feasible region; a trial that lacks a constrained key is told as failed.
 
     Grids are refused (a sampler cannot promise to visit every value; use `choice`), and
     `choice` categories are given to Optuna as their indices, so any values work (tuples,
@@ -145,6 +153,9 @@ class OptunaSearch(Searcher):
         it (Optuna 4, which calls it experimental: nbtune chose it, so that warning is left
         out)."""
         if self.sampler is not None and not isinstance(self.sampler, type):
+            deaf = getattr(self.sampler, "_constraints_func", False) is None
+            if self.constraints and not _constraints_by_name() and deaf:
+                warnings.warn(_DEAF_SAMPLER.format(type(self.sampler).__name__), stacklevel=2)
             return self.sampler
         kind = self.sampler or optuna.samplers.TPESampler
         parameters = inspect.signature(kind).parameters
@@ -154,6 +165,8 @@ class OptunaSearch(Searcher):
         liar = parameters.get("constant_liar")
         if issubclass(kind, optuna.samplers.TPESampler) and liar and liar.default is False:
             options.setdefault("constant_liar", True)
+        if self.constraints and not _constraints_by_name() and "constraints_func" in parameters:
+            options.setdefault("constraints_func", told_constraints)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return kind(**options)
@@ -218,9 +231,12 @@ class OptunaSearch(Searcher):
         if trial is None:
             return
         values = None if error or result is None else objectives.values(result, self.metric)
-        if values is None:
+        violations = self.constraints.violations(result or {})
+        if values is None or math.inf in violations.values():
             self.study.tell(trial, state=TrialState.FAIL)
-        elif pruned:
+            return
+        tell_constraints(trial, violations)
+        if pruned:
             self.study.tell(trial, state=TrialState.PRUNED)
         else:
             self.study.tell(trial, list(values))
@@ -324,9 +340,11 @@ class OptunaSearch(Searcher):
                 continue
             outcome = self._outcome(trial, values)
             found = self._evaluated(trial.config)
-            if outcome is None or found is None:
+            violations = self.constraints.violations(trial.last_result)
+            if outcome is None or found is None or math.inf in violations.values():
                 continue
             params, distributions = found
+            outcome.update(constraint_arguments(violations))
             self.study.add_trial(
                 optuna.trial.create_trial(params=params, distributions=distributions, **outcome)
             )
@@ -448,6 +466,54 @@ def _check_options(kind: Any, options: dict[str, Any]) -> None:
     if unknown:
         known = ", ".join(name for name in parameters if name != "self")
         raise TypeError(f"{kind.__name__} takes no option {unknown[0]!r}; it takes {known}")
+
+
+@functools.cache
+def _constraints_by_name() -> bool:
+    """Whether this Optuna takes constraint values by name (`Trial.set_constraint`, Optuna 5)
+    rather than from a sampler's `constraints_func` (Optuna 4)."""
+    try:
+        from optuna.trial import Trial as OptunaTrial
+    except ImportError:
+        return False
+    return hasattr(OptunaTrial, "set_constraint")
+
+
+_CONSTRAINTS_ATTR = "nbtune_constraints"
+"""On Optuna 4, the user attribute that holds a trial's violations for `told_constraints`."""
+
+_DEAF_SAMPLER = (
+    "OptunaSearch({0}(...)): on Optuna 4 a sampler made without constraints_func does not "
+    "steer by the constraints; pass its class, OptunaSearch({0}, ...), or make it with "
+    "constraints_func=nbtune.search.optuna.told_constraints"
+)
+
+
+def tell_constraints(trial: optuna.Trial, violations: Mapping[str, float]) -> None:
+    """Give a live Optuna trial its constraint violations (zero or less is feasible), before
+    it is told its value: by name on Optuna 5, for `told_constraints` on Optuna 4."""
+    if not violations:
+        return
+    if _constraints_by_name():
+        for key, amount in violations.items():
+            trial.set_constraint(key, amount)
+    else:
+        trial.set_user_attr(_CONSTRAINTS_ATTR, list(violations.values()))
+
+
+def told_constraints(trial: optuna.trial.FrozenTrial) -> list[float]:
+    """An Optuna 4 sampler's `constraints_func`: the violations `tell_constraints` gave."""
+    return trial.user_attrs.get(_CONSTRAINTS_ATTR, [])
+
+
+def constraint_arguments(violations: Mapping[str, float]) -> dict[str, Any]:
+    """The arguments of `optuna.trial.create_trial` that give a finished trial its constraint
+    violations, as this Optuna keeps them (Optuna's plots then mark infeasible trials)."""
+    if not violations:
+        return {}
+    if _constraints_by_name():
+        return {"constraints": dict(violations)}
+    return {"system_attrs": {"constraints": tuple(violations.values())}}
 
 
 def _import_optuna(needed_by: str = "OptunaSearch"):

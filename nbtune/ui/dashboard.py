@@ -3,8 +3,9 @@
     runner thread                 dashboard's refresh thread            browser
     -------------                 --------------------------            -------
     bus.publish(event) ---------> _on_event: set a flag (nothing else)
-                                  first: builds the widgets (plotly's import and the first
-                                  FigureWidget take seconds: never in the user's cell)
+                                  first: builds the widgets, and imports plotly on a thread
+                                  of its own (seconds: never in the user's cell; the charts
+                                  wait for it, the table does not)
                                   wakes, at most every `refresh_s`:
                                     snapshot = tuner's trials + results
                                     one hold_sync / batch_update per widget --> comm_msgs
@@ -84,6 +85,13 @@ RENDER_GRACE_S = 8.0
 falls back to static HTML."""
 BUILD_TIMEOUT_S = 60.0
 """How long a redraw asked for from another thread waits for the widgets to be built."""
+_STYLE = (
+    "<style>.nbtune-dashboard .jupyter-widgets:has(> .jupyter-widgets-error-widget)"
+    "{display:none}</style>"
+)
+"""Put in the title (a core widget, which every front end draws): a widget the browser cannot
+draw (the table or a chart without anywidget) leaves no red error box while the dashboard
+waits to fall back to static HTML; a line says the table is being drawn instead."""
 _DISK_READ_EVERY_S = 2.0
 """How often the dashboard adds up the checkpoints on disk (it walks the run's folders)."""
 
@@ -126,26 +134,25 @@ class Dashboard:
         self._disk_read_at = -math.inf
         self._error_texts: dict[tuple[int, int], str] = {}
         self._dirty = threading.Event()
+        self._charts_loaded = threading.Event()
         self._closing = threading.Event()
+        self._over = not source.live  # no refresh thread draws: a change is drawn at once
         self._lock = threading.RLock()
         self.message = widgets.HTML()
         self.widget = widgets.VBox([widgets.HTML(title_html(source.name, "starting"))])
         self.widget.add_class("nbtune-dashboard")
         if not self.live:
+            self._charts_loaded.set()
             self._build()
             self.redraw()
             return
         self._dirty.set()
         self._unsubscribe = source.subscribe(self._on_event)
-        context = contextvars.copy_context()
-        self._thread = threading.Thread(
-            target=context.run, args=(self._refresh_loop,), name="nbtune-dashboard", daemon=True
-        )
-        self._thread.start()
+        self._thread = _on_thread("nbtune-dashboard", self._refresh_loop)
 
     @property
     def live(self) -> bool:
-        return self.source.live
+        return self.source.live and not self._over
 
     # ----- building ---------------------------------------------------------------------------
 
@@ -185,13 +192,13 @@ class Dashboard:
         several = is_several(self.source.metric)
         self.tab_names = (*(("pareto",) if several else ()), *CHARTS, "timeline", *VIEWS)
         self.charts = {
-            name: TimelineTab(self.source, self._dirty.set)
+            name: TimelineTab(self.source, self._changed)
             if name == "timeline"
-            else ChartTab(name, self._dirty.set)
+            else ChartTab(name, self._changed)
             for name in self.tab_names
             if name not in VIEWS
         }
-        self.pickers = MetricPickers(self.source, self.charts, self._on_pick)
+        self.pickers = MetricPickers(self.source, self.charts, self._changed)
         self.log_scale = log_scale_names(getattr(self.source, "space", None))
         self.trial_view = widgets.HTML()
         self.frame = widgets.HTML()
@@ -204,7 +211,7 @@ class Dashboard:
             ],
             titles=self.tab_names,
         )
-        self.tabs.observe(lambda _: self._dirty.set(), names="selected_index")
+        self.tabs.observe(lambda _: self._changed(), names="selected_index")
         self.controls = widgets.HBox(
             [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
         )
@@ -224,8 +231,8 @@ class Dashboard:
             ]
         if self.live and not self.clicks_while_busy:
             self.notice = (
-                "Buttons act between cells here: this kernel cannot serve them while a cell "
-                "runs (that needs ipykernel 7's subshells)."
+                "Buttons act between cells here, and a reloaded page shows this dashboard once "
+                "the cell ends: serving them during a cell needs ipykernel 7's subshells."
             )
         self._draw_message()
         self.ready.set()
@@ -256,10 +263,14 @@ class Dashboard:
         """Draw the current snapshot; only the visible chart or view is recomputed.
 
         Each part that fails shows one line instead (see `failures`); it does not stop the others.
-        Called before the widgets are built, it waits for them (up to `BUILD_TIMEOUT_S`).
+        Called before the widgets are built and plotly imported, it waits for them (up to
+        `BUILD_TIMEOUT_S` each).
         """
-        if not self.ready.wait(BUILD_TIMEOUT_S):
-            return
+        if self.ready.wait(BUILD_TIMEOUT_S) and self._charts_loaded.wait(BUILD_TIMEOUT_S):
+            self._draw()
+
+    def _draw(self) -> None:
+        """`redraw`, without waiting for plotly: the charts wait for it, not the rest."""
         with self._lock:
             trials, rows = self.source.snapshot()
             live = self.live
@@ -298,14 +309,15 @@ class Dashboard:
         held_by = getattr(self.source, "held_by", None) if self.live else None
         if held_by:
             lines.insert(0, f"<b style='color:#d62728'>{html.escape(held_by)}</b>")
-        notice = f"<i>{html.escape(self.notice)}</i>" if self.notice else ""
+        drawing = self._shown_at is not None and not self.rendered and not self.static_table
+        notice = _notice_html(self.notice, drawing)
         text = "".join(lines) or notice
         if self.message.value != text:
             self.message.value = text
 
     def _draw_top(self, trials: Sequence[Trial], live: bool) -> None:
-        metric, mode = self.source.metric, self.source.mode
-        page = table_page(trials, metric, self.view, live, self._planned(trials), mode)
+        metric, mode, bounds = self.source.metric, self.source.mode, self.source.constraints
+        page = table_page(trials, metric, self.view, live, self._planned(trials), mode, bounds)
         self.view = TableView(
             self.view.sort, self.view.descending, self.view.status, page.page, self.view.page_size
         )
@@ -315,7 +327,7 @@ class Dashboard:
             # A Tuner's ETA (an analysis has none), shown while trials run.
             running = live and run_state == "running"
             eta = getattr(self.source, "eta_s", None) if running else None
-            self.title.value = title_html(self.source.name, run_state, elapsed, eta)
+            self.title.value = _STYLE + title_html(self.source.name, run_state, elapsed, eta)
             finished = sum(trial.status.is_finished for trial in trials)
             planned: int | None = len(trials) + page.unstarted
             if not live:  # how many ran, of the plan seen while live (None: not known)
@@ -325,7 +337,7 @@ class Dashboard:
             self.progress.value = min(finished, self.progress.max)
             self.done.value = done_html(finished, planned, None if live else self.source.state)
             self.counts.value = counts_html(page.counts) + self._checkpoints_on_disk(trials)
-            self.best.value = best_html(trials, self.source.metric, self.source.mode)
+            self.best.value = best_html(trials, metric, mode, bounds)
             self.controls.layout.display = "" if live else "none"
             state = page_state(page)
             with self.table.hold_sync():
@@ -365,32 +377,39 @@ class Dashboard:
         if tab == "dataframe":
             from nbtune.results import trials_frame
 
-            self.frame.value = frame_html(trials_frame(trials, metric, mode, rows=rows))
+            bounds = self.source.constraints
+            frame = trials_frame(trials, metric, mode, rows=rows, constraints=bounds)
+            self.frame.value = frame_html(frame)
         elif tab == "errors":
             self.errors.value = self._errors_html(trials)
         elif tab == "trial":
             self.trial_view.value = trial_html(self.source, trials, rows, self._trial_shown(trials))
-        elif metric is not None or tab == "timeline":
+        elif (metric is not None or tab == "timeline") and self._charts_loaded.is_set():
             chart = self.charts[tab]
             horizon = view_horizon(self.source, trials) if tab == "learning curves" else None
-            look = Look(self.dark, self.highlighted, self.log_scale, horizon)
+            infeasible = self.source.constraints.infeasible(trials)
+            look = Look(self.dark, self.highlighted, self.log_scale, horizon, infeasible)
             if tab in self.pickers.widgets:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
-    def _on_pick(self) -> None:
-        """A metric picked: redraw (at once where no timer redraws)."""
+    def _changed(self) -> None:
+        """The user changed what to show: redraw, at once if no refresh thread does (the run has
+        ended, or is not live here); locked, so its last redraw or this one draws it."""
         self._dirty.set()
-        if not self.live:
-            self.redraw()
+        with self._lock:
+            if self._over:
+                self.redraw()
 
     def _trial_shown(self, trials: Sequence[Trial]) -> Trial | None:
-        """The trial the "trial" tab shows: the one picked in the table, else the best."""
+        """The trial the "trial" tab shows: the one picked in the table, else the best (of
+        those that satisfy the run's constraints)."""
         by_id = {trial.trial_id: trial for trial in trials}
         if self.selected in by_id:
             return by_id[self.selected]
         _, mode = primary(self.source.metric, self.source.mode)
-        scored = ranked(trials, mode)
+        infeasible = self.source.constraints.infeasible(trials)
+        scored = ranked([trial for trial in trials if trial.trial_id not in infeasible], mode)
         if not scored:
             return trials[0] if trials else None
         return scored[0]
@@ -462,9 +481,7 @@ class Dashboard:
                 }
                 self._act(commands[content["action"]], trial_id)
                 return
-        self._dirty.set()
-        if not self.live:
-            self.redraw()
+        self._changed()
 
     # ----- live updates -----------------------------------------------------------------------
 
@@ -480,18 +497,22 @@ class Dashboard:
             self.widget.children = [self.message]
             self._draw_message()
             return
-        with self._lock:
-            self._guarded("charts", _import_plotly)
+        _on_thread("nbtune-dashboard-charts", _load_charts, self)
         while True:
             self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
             self._dirty.clear()
             self._guarded("dashboard", self._check_front_end)
-            self.redraw()
-            if self._closing.is_set():
+            with self._lock:
+                self._over = self._closing.is_set()
+                # the last one waits for plotly: the charts too show the end
+                (self.redraw if self._over else self._draw)()
+            if not self._over:
+                self._closing.wait(self.refresh_s)
+            elif self._dirty.is_set():  # the end came before the browser drew: check again
+                time.sleep(self.refresh_s)
+            else:
                 self._unsubscribe()
-                self.redraw()
                 return
-            self._closing.wait(self.refresh_s)
 
     def _check_front_end(self) -> None:
         """Fall back to static HTML where the browser has not drawn in time: the whole
@@ -639,19 +660,42 @@ class MetricPickers:
         return key, mode_of(self.source.metric, self.source.mode, key)
 
 
-def _import_plotly() -> None:
-    """Import plotly and its FigureWidget now, on the refresh thread, while the first trials
-    start: it takes a second or more, which would otherwise delay the first chart.
+def _on_thread(name: str, function: Callable[..., None], *args: Any) -> threading.Thread:
+    """Run `function(*args)` on a daemon thread started in a copy of the cell's context, so
+    that its widget messages stay with the cell that made the dashboard."""
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(function, *args), name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def _load_charts(dashboard: Dashboard) -> None:
+    """Import plotly, then have `dashboard` redraw: until then its redraws leave the charts
+    out, so that the table shows the first results without waiting seconds for plotly."""
+    dashboard._guarded("charts", import_plotly)
+    dashboard._charts_loaded.set()
+    dashboard._dirty.set()
+
+
+def import_plotly() -> None:
+    """Import plotly and its FigureWidget now, on a thread of its own, while the first trials
+    start: it takes a second or more (plotly imports nbformat, hence jsonschema and its format
+    checkers), which would otherwise delay the first chart.
 
     pandas comes first, by a plain import, which waits for another thread that may be
     importing it at the same moment (the kernel's, for a DataFrame): plotly looks pandas up in
     `sys.modules` as it draws, and would find it half made there ("partially initialized
-    module 'pandas' has no attribute 'Series'"). Called under the redraw lock, so that no
-    redraw from another thread draws meanwhile."""
+    module 'pandas' has no attribute 'Series'"). No chart is drawn before it has returned."""
     import pandas  # noqa: F401
     import plotly.graph_objects  # noqa: F401
 
     import nbtune.ui.live  # noqa: F401  (plotly's FigureWidget: a second or more)
+
+
+def _notice_html(notice: str, drawing: bool) -> str:
+    """The dashboard's notice, under "drawing the table…" while the browser has not drawn it."""
+    lines = ["drawing the table…"] if drawing else []
+    return "<br>".join(f"<i>{html.escape(line)}</i>" for line in [*lines, notice] if line)
 
 
 def _first_line(exc: Exception) -> str:

@@ -11,7 +11,7 @@ import html
 import math
 import statistics
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nbtune.forecast import UNFINISHED, Forecaster, references_of
@@ -53,6 +53,7 @@ class Curve:
         color: the trial's own colour (`TRIAL_COLORS`).
         featured: drawn in colour (one of the best `FEATURED_CURVES`, or there are no more
             curves than that); the others are drawn faint.
+        feasible: its last result satisfies the run's constraints (drawn faded otherwise).
     """
 
     trial_id: int
@@ -64,6 +65,7 @@ class Curve:
     state: str
     color: str
     featured: bool
+    feasible: bool = True
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,8 @@ class ParameterData:
     axes: tuple[Axis, ...]
     labels: tuple[str, ...]
     last: bool = False
+    infeasible: frozenset[int] = frozenset()
+    """The trials that miss a constraint, marked in the charts."""
 
     @property
     def value_name(self) -> str:
@@ -191,6 +195,7 @@ def history_data(
     *,
     forecast: bool = True,
     horizon: int | None = None,
+    infeasible: Collection[int] = (),
 ) -> HistoryData:
     """One curve per trial that has reported `metric` (any numeric key), in trial order.
 
@@ -201,6 +206,7 @@ def history_data(
     Args:
         forecast: forecast each unfinished curve (`ForecastLine`), to `horizon` or, without
             one, to the length of the longest trial that ran in full (none before one has).
+        infeasible: the ids of the trials that miss a constraint: never among the best.
     """
     points: dict[int, tuple[list[int], list[float], list[float]]] = {}
     latest: dict[int, int] = {}
@@ -219,6 +225,7 @@ def history_data(
         recent = sorted(latest, key=latest.__getitem__)[-FEATURED_CURVES:]
     else:
         order = _best_ids_of(trials, trial_values(trials, rows, metric, mode), mode)
+        order = tuple(trial_id for trial_id in order if trial_id not in infeasible)
         best, recent = order[:3], order[:FEATURED_CURVES]
     featured = (
         {trial.trial_id for trial in reported} if len(reported) <= FEATURED_CURVES else set(recent)
@@ -227,6 +234,10 @@ def history_data(
         _curve(trial, *_thin(points[trial.trial_id], max_points), trial.trial_id in featured)
         for trial in reported
     )
+    if infeasible:
+        curves = tuple(
+            replace(curve, feasible=curve.trial_id not in infeasible) for curve in curves
+        )
     forecasts = _forecasts(trials, points, metric, horizon) if forecast else ()
     return HistoryData(metric, curves, best, forecasts)
 
@@ -425,6 +436,7 @@ def parameter_data(
     log_scale: Collection[str] | None = None,
     rows: Sequence[Mapping[str, Any]] | None = None,
     mode: str | None = None,
+    infeasible: Collection[int] = (),
 ) -> ParameterData:
     """Parameters against each trial's value of `metric`; categorical ones coded 0, 1, 2, ...
 
@@ -437,6 +449,7 @@ def parameter_data(
             trial's best under `mode`, its last without one). Without them, each trial's
             `best_value`: that of the run's one tuned metric.
         mode: with `rows`, "min" or "max"; None for last values.
+        infeasible: the ids of the trials that miss a constraint, to mark.
     """
     if rows is None:
         values = {trial.trial_id: trial.best_value for trial in trials}
@@ -453,6 +466,7 @@ def parameter_data(
         axes=tuple(axis for axis in axes if _varies(axis)),
         labels=tuple(describe(trial) for trial in scored),
         last=rows is not None and mode is None,
+        infeasible=frozenset(infeasible) & {trial.trial_id for trial in scored},
     )
 
 

@@ -87,7 +87,8 @@ def history_figure(
     """The metric against iteration (or time), one line per trial in the trial's own colour.
 
     The line style tells the trial's state (dashed: paused, dotted: stopped before its end;
-    an "x" ends an errored one); the best three are thicker; past ten curves only the best
+    an "x" ends an errored one); a trial that misses a constraint is faded (and never among
+    the best); the best three are thicker; past ten curves only the best
     ten are in colour and the rest faint. Hovering any point names the trial, its state and
     its configuration. Each unfinished curve's forecast (`data.forecasts`) extends it as a
     thin, faint dotted line to the horizon, by iteration (not drawn against time); hovering
@@ -153,7 +154,7 @@ def _draw_curve(
     faint = highlight is not None and curve.trial_id != highlight
     width = 3.5 if curve.trial_id == highlight else 2.4 if curve.trial_id in best else 1.4
     ends = len(curve.x) if curve.state == "error" else 0
-    style = (curve.label, curve.state, shown, faint, width, x, ends)
+    style = (curve.label, curve.state, shown, faint, width, x, ends, curve.feasible)
     if drawn.get(("style", index)) == style:
         return
     drawn[("style", index)] = style
@@ -167,11 +168,12 @@ def _draw_curve(
             "width": width,
             "dash": LINE_DASH.get(curve.state, "solid"),
         },
-        opacity=0.3 if faint else 1.0,
+        opacity=0.3 if faint or not curve.feasible else 1.0,
         mode="lines+markers" if curve.state == "error" else "lines",
         marker=_error_marker(curve),
         hovertemplate=(
-            f"{_no_variables(curve.label)}<br>{where}: %{{y:{NUMBER_FORMAT}}}<extra></extra>"
+            f"{_no_variables(curve.label)}{'' if curve.feasible else ' · infeasible'}<br>"
+            f"{where}: %{{y:{NUMBER_FORMAT}}}<extra></extra>"
         ),
     )
 
@@ -347,11 +349,7 @@ def parameter_scatter_figure(
                     "<extra></extra>"
                 ),
                 name=plain_text(axis.name),
-                marker={
-                    "size": 7,
-                    "opacity": 0.7,
-                    "color": [trial_color(trial_id) for trial_id in data.trial_ids],
-                },
+                marker=_points_marker(data),
             )
         _layout(
             figure,
@@ -364,6 +362,24 @@ def parameter_scatter_figure(
             ),
         )
     return figure
+
+
+INFEASIBLE_COLOR = "#9e9e9e"
+"""The colour of the trials that miss a constraint, in every chart that marks them."""
+
+
+def _points_marker(data: ParameterData) -> dict:
+    """Each trial's point in its own colour; a grey cross for one that misses a constraint."""
+    marks = [trial_id in data.infeasible for trial_id in data.trial_ids]
+    return {
+        "size": 7,
+        "opacity": 0.7,
+        "color": [
+            INFEASIBLE_COLOR if mark else trial_color(trial_id)
+            for trial_id, mark in zip(data.trial_ids, marks, strict=True)
+        ],
+        "symbol": ["x" if mark else "circle" for mark in marks],
+    }
 
 
 def _panels(figure: go.Figure, data: ParameterData) -> None:

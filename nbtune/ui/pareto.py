@@ -13,7 +13,7 @@ names the trial, its values and its configuration. The front is the one `best_tr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,25 +61,40 @@ class ParetoData:
 
 
 def pareto_data(
-    trials: Sequence[Trial], metric: Sequence[str], mode: str | Sequence[str]
+    trials: Sequence[Trial],
+    metric: Sequence[str],
+    mode: str | Sequence[str],
+    infeasible: Collection[int] = (),
 ) -> ParetoData:
-    """Each trial with finite last values of every metric, on the front or not."""
-    on_front = {trial.trial_id for trial in objectives.pareto_trials(trials, metric, mode)}
+    """Each trial with finite last values of every metric, on the front or not; the front is
+    that of the trials not `infeasible` (those that miss a constraint, said on hover)."""
+    feasible = [trial for trial in trials if trial.trial_id not in infeasible]
+    on_front = {trial.trial_id for trial in objectives.pareto_trials(feasible, metric, mode)}
     scored = [(t, objectives.values(t.last_result, metric)) for t in trials]
     scored = [(trial, point) for trial, point in scored if point is not None]
     names = objectives.names(metric)
     front = sorted((pair for pair in scored if pair[0].trial_id in on_front), key=lambda p: p[1])
     rest = [pair for pair in scored if pair[0].trial_id not in on_front]
     return ParetoData(
-        names, objectives.modes(metric, mode), _points(front, names), _points(rest, names)
+        names,
+        objectives.modes(metric, mode),
+        _points(front, names),
+        _points(rest, names, infeasible),
     )
 
 
-def _points(scored: list[tuple[Trial, tuple[float, ...]]], names: Sequence[str]) -> ParetoPoints:
+def _points(
+    scored: list[tuple[Trial, tuple[float, ...]]],
+    names: Sequence[str],
+    infeasible: Collection[int] = (),
+) -> ParetoPoints:
     return ParetoPoints(
         tuple(trial.trial_id for trial, _ in scored),
         tuple(point for _, point in scored),
-        tuple(_label(trial, point, names) for trial, point in scored),
+        tuple(
+            _label(trial, point, names) + ("<br>infeasible" if trial.trial_id in infeasible else "")
+            for trial, point in scored
+        ),
     )
 
 
@@ -189,5 +204,7 @@ def plot_pareto_front(source: Any, *, dark: bool = False) -> go.Figure:
             f"plot_pareto_front needs a run of several metrics; this one tunes "
             f"{source.metric!r}: pass metric=['loss', 'latency_ms'] to the Tuner"
         )
-    data = pareto_data(source.snapshot()[0], source.metric, source.mode)
+    trials = source.snapshot()[0]
+    infeasible = source.constraints.infeasible(trials)
+    data = pareto_data(trials, source.metric, source.mode, infeasible)
     return pareto_figure(data, dark=dark)

@@ -26,12 +26,14 @@ _MARGIN_LEFT, _MARGIN_RIGHT, _MARGIN_TOP, _MARGIN_BOTTOM = 72, 100, 30, 42
 
 
 def learning_curves_svg(
-    data: HistoryData, dark: bool = False, width: int = 640, height: int = 320
+    data: HistoryData, dark: bool | None = None, width: int = 640, height: int = 320
 ) -> str:
     """The learning curves of `data` as one `<svg>` element, `width` x `height` pixels.
 
     Args:
-        dark: light text and grid for a dark page (the background is transparent either way).
+        dark: light text and grid for a dark page, dark ones for a light page; by default
+            (None) the page's own text colour (`currentColor`), which reads on either theme.
+            The background is transparent either way.
 
     Raises:
         ValueError: the picture is too small to hold the axes and the legend.
@@ -41,7 +43,7 @@ def learning_curves_svg(
             f"learning_curves_svg(width={width}, height={height}): make it at least "
             f"{MIN_WIDTH} x {MIN_HEIGHT} pixels"
         )
-    ink = "#e6e6e6" if dark else "#333333"
+    ink = "currentColor" if dark is None else "#e6e6e6" if dark else "#333333"
     box = _Box(width, height)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nbtune.constraints import UNCONSTRAINED, Constraints
 from nbtune.front_end import DashboardSource
 from nbtune.metrics import finite, format_number
 from nbtune.objectives import is_several, pareto_trials, primary
@@ -82,21 +83,32 @@ def counts_html(counts: Mapping[str, int]) -> str:
     return shown or "no trials yet"
 
 
-def best_html(trials: Sequence[Trial], metric: Any, mode: Any) -> str:
+def best_html(
+    trials: Sequence[Trial], metric: Any, mode: Any, constraints: Constraints = UNCONSTRAINED
+) -> str:
+    """The header's best: the best trial's value and config, among the trials that satisfy
+    the `constraints` ("best feasible loss"); the Pareto front with several metrics."""
     if is_several(metric):
-        return front_html(trials, metric, mode)
-    scored = ranked(trials, mode)
+        return front_html(trials, metric, mode, constraints)
+    infeasible = constraints.infeasible(trials)
+    scored = ranked([trial for trial in trials if trial.trial_id not in infeasible], mode)
     if metric is None or not scored:
         return ""
     best = scored[0]
     config = html.escape(clipped(config_text(best.config), HOVER_CHARS))
     value = f"<b>{format_number(best.best_value)}</b>"
-    return f"best {html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
+    feasible = "feasible " if constraints else ""
+    return f"best {feasible}{html.escape(metric)} = {value} (trial {best.trial_id}: {config})"
 
 
-def front_html(trials: Sequence[Trial], metric: Sequence[str], mode: Sequence[str]) -> str:
+def front_html(
+    trials: Sequence[Trial],
+    metric: Sequence[str],
+    mode: Sequence[str],
+    constraints: Constraints = UNCONSTRAINED,
+) -> str:
     """The header of a run of several metrics: which trials are on the Pareto front."""
-    front = pareto_trials(trials, metric, mode)
+    front = pareto_trials(trials, metric, mode, constraints)
     if not front:
         return ""
     ids = ", ".join(str(trial.trial_id) for trial in front)
@@ -109,15 +121,17 @@ def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
     script: GitHub, nbviewer and `nbconvert --to html` show it) and its `top` best trials as a
     table."""
     trials, rows = source.snapshot()
-    frame = trials_frame(trials, source.metric, source.mode)
+    frame = trials_frame(trials, source.metric, source.mode, constraints=source.constraints)
     if is_several(source.metric):
         frame = frame.sort_values(["pareto", "trial_id"], ascending=[False, True])
     elif source.metric is not None:
         frame = frame.sort_values(f"best_{source.metric}", ascending=source.mode == "min")
+        if source.constraints:
+            frame = frame.sort_values("feasible", ascending=False, kind="stable")
     parts = [
         title_html(source.name, state),
         counts_html(status_counts(trials)),
-        best_html(trials, source.metric, source.mode),
+        best_html(trials, source.metric, source.mode, source.constraints),
         _curves_svg(trials, rows, source.metric, source.mode),
         frame.head(top).to_html(
             index=False, na_rep="", float_format=format_number, formatters=text_formatters(frame)
@@ -164,6 +178,19 @@ def featured_by_front(
     return HistoryData(data.metric, curves, tuple(front[:3]))
 
 
+SLOT_STYLE = (
+    "<style>.jp-OutputArea:has(.nbtune-dashboard) > .jp-OutputArea-child:has(.nbtune-summary)"
+    "{display:none}.jp-OutputArea:has(.nbtune-summary) > .jp-OutputArea-child:has(> "
+    ".jp-OutputArea-output.jupyter-widgets){display:none}</style>"
+)
+"""Sent with the summary under a dashboard, for JupyterLab and Notebook 7: the summary hides
+while the live dashboard above it shows (it would repeat it), and the dashboard's "Error
+displaying widget: model not found" line hides once its widgets are gone (a notebook reopened
+with a fresh kernel), so that the summary stands alone: the widget manager marks the output
+it could not draw, and only that one, with the class `jupyter-widgets`. Where the page ignores
+it (another front end, an untrusted notebook), both show, as before."""
+
+
 class SummarySlot:
     """An output under the live dashboard that receives the static summary once the run ends.
 
@@ -203,7 +230,7 @@ class SummarySlot:
 
         handle, self._handle = self._handle, None
         try:
-            handle.update(HTML(summary_html(self.source, self.source.state)))
+            handle.update(HTML(SLOT_STYLE + summary_html(self.source, self.source.state)))
         except Exception:
             logger.exception("nbtune: could not show the summary of %r", self.source.name)
         return True

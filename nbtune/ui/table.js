@@ -94,7 +94,9 @@ function render({ model, el }) {
   }
 
   function update(line, row) {
-    if (line.tr.title !== row.config) line.tr.title = row.config;
+    const title = row.infeasible ? `infeasible: ${row.infeasible}\n${row.config}` : row.config;
+    if (line.tr.title !== title) line.tr.title = title;
+    line.tr.classList.toggle("nbtune-infeasible", Boolean(row.infeasible));
     line.tr.classList.toggle("nbtune-selected", row.id === model.get("selected"));
     line.tr.classList.toggle("nbtune-highlighted", row.id === model.get("highlighted"));
     for (const [key, td] of Object.entries(line.cells)) {

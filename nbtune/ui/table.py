@@ -25,6 +25,7 @@ import anywidget
 import ipywidgets as widgets
 import traitlets
 
+from nbtune.constraints import UNCONSTRAINED, Constraints
 from nbtune.metrics import finite, format_value
 from nbtune.objectives import is_several, pareto_trials
 from nbtune.objectives import names as metric_names
@@ -102,6 +103,9 @@ class TableRow:
     actions: tuple[str, ...]
     note: str = ""
     """Why the trial waits, next to its status: "resumes from iter 12", "holds its worker"."""
+    infeasible: str = ""
+    """What the trial's last result misses of the run's constraints ("latency_ms 12 > 10");
+    empty for a trial that satisfies them (or has no result yet)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,7 @@ def table_page(
     live: bool,
     planned: int | None = None,
     mode: str | Sequence[str] = "min",
+    constraints: Constraints = UNCONSTRAINED,
 ) -> TablePage:
     """The page of `trials` that `view` shows, with a column per parameter.
 
@@ -161,10 +166,11 @@ def table_page(
     with its mode in `mode`), each metric's last value has one, and a "Pareto" column marks the
     trials on their Pareto front. `planned` is how many trials the run will have in all, where
     known: those the searcher has not suggested yet are counted as `unstarted` (shown as
-    pending, under the table).
+    pending, under the table). A trial whose last result misses one of the `constraints` is
+    marked (`TableRow.infeasible`).
     """
     front = (
-        {trial.trial_id for trial in pareto_trials(trials, metric, mode)}
+        {trial.trial_id for trial in pareto_trials(trials, metric, mode, constraints)}
         if is_several(metric)
         else set()
     )
@@ -188,7 +194,7 @@ def table_page(
     unstarted = 0 if planned is None else max(0, planned - len(trials))
     if unstarted:
         counts["PENDING"] = counts.get("PENDING", 0) + unstarted
-    rows = tuple(_row(trial, row, columns, live) for trial, row in shown)
+    rows = tuple(_row(trial, row, columns, live, constraints) for trial, row in shown)
     empty = "" if chosen else _empty(view.status, len(trials), unstarted)
     return TablePage(tuple(columns), rows, page, pages, len(chosen), unstarted, counts, empty)
 
@@ -260,10 +266,15 @@ def _values(
 
 
 def _row(
-    trial: Trial, values: Mapping[str, Any], columns: Sequence[Column], live: bool
+    trial: Trial,
+    values: Mapping[str, Any],
+    columns: Sequence[Column],
+    live: bool,
+    constraints: Constraints,
 ) -> TableRow:
     cells = {column.key: _cell(column.key, values.get(column.key)) for column in columns}
     config = clipped(config_text(trial.config), HOVER_CHARS)
+    feasible = constraints.trial_feasible(trial.last_result) is not False
     return TableRow(
         trial.trial_id,
         trial.status.value,
@@ -271,6 +282,7 @@ def _row(
         config,
         possible_actions(trial) if live else (),
         waiting_note(trial) if live else "",
+        "" if feasible else constraints.describe(trial.last_result),
     )
 
 
@@ -351,6 +363,7 @@ def page_state(page: TablePage) -> dict[str, Any]:
                 "config": row.config,
                 "actions": list(row.actions),
                 "note": row.note,
+                "infeasible": row.infeasible,
             }
             for row in page.rows
         ],
@@ -481,7 +494,10 @@ def static_table_html(state: Mapping[str, Any]) -> str:
                 text = badge(row["status"]) + _note_html(row.get("note", ""))
             align = "right" if column["numeric"] else "left"
             cells.append(f'<td style="text-align:{align};padding:1px 8px">{text}</td>')
-        lines.append(f'<tr title="{html.escape(row["config"])}">{"".join(cells)}</tr>')
+        missed = row.get("infeasible", "")
+        title = html.escape(f"infeasible: {missed}\n{row['config']}" if missed else row["config"])
+        faded = ' style="opacity:.55"' if missed else ""
+        lines.append(f'<tr title="{title}"{faded}>{"".join(cells)}</tr>')
     if not state["rows"] and state.get("empty"):
         lines.append(
             f'<tr><td colspan="{len(state["columns"])}" style="padding:6px 8px;opacity:.7">'

@@ -47,6 +47,8 @@ class Look:
     log_scale: frozenset[str] | None = None
     horizon: int | None = None
     """Where the running curves' forecasts end (see `nbtune.forecast.view_horizon`)."""
+    infeasible: frozenset[int] = frozenset()
+    """The trials that miss one of the run's constraints: marked in the charts."""
 
 
 class ChartTab:
@@ -64,7 +66,11 @@ class ChartTab:
     def __init__(self, name: str, changed: Callable[[], None]) -> None:
         self.name = name
         self.figure: Any = None
-        self.options = CurveOptions(changed) if name == "learning curves" else None
+        self.options: CurveOptions | ParameterOptions | None = None
+        if name == "learning curves":
+            self.options = CurveOptions(changed)
+        elif name == "parameters":
+            self.options = ParameterOptions(changed, self.restart)
         self.holder = widgets.Box(
             [widgets.HTML("<i>drawing…</i>")], layout=widgets.Layout(width="100%")
         )
@@ -108,6 +114,14 @@ class ChartTab:
         with figure.drawing_lock:
             _remember_state(figure)
 
+    def restart(self) -> None:
+        """Draw into a new figure from the next redraw: the chart changes its kind (the
+        parameters tab from its scatter to its contour), which a figure's traces and axes
+        cannot follow in place."""
+        self.figure = None
+        self._output = None
+        self._drawn.clear()
+
     def _live_figure(self) -> Any:
         from nbtune.ui.live import LiveFigure
 
@@ -148,7 +162,7 @@ class ChartTab:
             return
         self._static_sent = text
         spec = json.loads(text)
-        bundle = {"application/vnd.plotly.v1+json": {**spec, "config": {"responsive": True}}}
+        bundle = {"application/vnd.plotly.v1+json": spec}
         bundle["text/plain"] = f"nbtune chart: {self.name}"
         self._output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
@@ -158,12 +172,16 @@ class ChartTab:
         from nbtune.ui.pareto import pareto_data, pareto_figure
 
         if self.name == "pareto":
-            pareto_figure(pareto_data(trials, metric, mode), figure, dark=look.dark)
+            data = pareto_data(trials, metric, mode, look.infeasible)
+            pareto_figure(data, figure, dark=look.dark)
             return
         metric, mode = primary(metric, mode)
         if self.name == "learning curves":
+            data = charts.history_data(
+                trials, rows, metric, mode, horizon=look.horizon, infeasible=look.infeasible
+            )
             figures.history_figure(
-                charts.history_data(trials, rows, metric, mode, horizon=look.horizon),
+                data,
                 figure,
                 self._drawn,
                 highlight=look.highlight,
@@ -178,8 +196,10 @@ class ChartTab:
             data = charts.parameter_data(trials, metric, look.log_scale, rows, mode)
             figures.parallel_coordinates_figure(data, figure, dark=look.dark)
         elif self.name == "parameters":
-            data = charts.parameter_data(trials, metric, look.log_scale, rows, mode)
-            figures.parameter_scatter_figure(data, figure, dark=look.dark)
+            data = charts.parameter_data(
+                trials, metric, look.log_scale, rows, mode, infeasible=look.infeasible
+            )
+            self.options.draw(data, figure, look.dark)
         elif self.name == "importance":
             data = charts.importance_data(trials, metric, mode)
             figures.importance_figure(data, figure, dark=look.dark)
@@ -200,6 +220,62 @@ class CurveOptions:
         for control in self.controls:
             control.observe(lambda _: changed(), names="value")
         self.widget = widgets.HBox(self.controls)
+
+
+class ParameterOptions:
+    """The parameters tab's own controls: each parameter against the metric ("scatter"), or
+    the metric's contour over two parameters picked from those that vary ("contour")."""
+
+    def __init__(self, changed: Callable[[], None], restart: Callable[[], None]) -> None:
+        self.view = widgets.ToggleButtons(
+            options=["scatter", "contour"],
+            value="scatter",
+            description="view",
+            style={"button_width": "80px", "description_width": "initial"},
+            layout=widgets.Layout(flex="0 0 auto"),
+        )
+        self.x = widgets.Dropdown(description="x", layout=widgets.Layout(width="220px"))
+        self.y = widgets.Dropdown(description="y", layout=widgets.Layout(width="220px"))
+        self.controls = [self.view, self.x, self.y]
+        self._offering = False
+        self.view.observe(lambda _: self._switched(changed, restart), names="value")
+        for picker in (self.x, self.y):
+            picker.observe(lambda _: None if self._offering else changed(), names="value")
+            picker.layout.display = "none"
+        self.widget = widgets.HBox(self.controls)
+
+    def _switched(self, changed: Callable[[], None], restart: Callable[[], None]) -> None:
+        for picker in (self.x, self.y):
+            picker.layout.display = "" if self.view.value == "contour" else "none"
+        restart()
+        changed()
+
+    def draw(self, data: Any, figure: Any, dark: bool) -> None:
+        """Draw the view picked of the parameters' `data` (`nbtune.ui.data.ParameterData`)."""
+        from nbtune.ui import figures
+        from nbtune.ui.contour import contour_data, contour_figure
+
+        if self.view.value == "scatter":
+            figures.parameter_scatter_figure(data, figure, dark=dark)
+            return
+        self.offer(tuple(axis.name for axis in data.axes))
+        contour_figure(contour_data(data, self.x.value, self.y.value), figure, dark=dark)
+
+    def offer(self, names: tuple[str, ...]) -> None:
+        """Let the pickers offer the parameters that vary now (a define-by-run space may add
+        some), keeping what was picked while it is still there; by default the first two."""
+        if tuple(self.x.options) == names:
+            return
+        x, y = self.x.value, self.y.value
+        self._offering = True  # drawing already: the pickers' changes here need no redraw
+        try:
+            self.x.options = self.y.options = names
+            if len(names) >= 2:
+                self.x.value = x if x in names else names[0]
+                other = next(name for name in names if name != self.x.value)
+                self.y.value = y if y in names and y != self.x.value else other
+        finally:
+            self._offering = False
 
 
 def _remember_state(figure: Any) -> None:

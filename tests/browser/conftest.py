@@ -551,6 +551,14 @@ class LabNotebook:
         self.page.reload()
         self.wait_for_kernel()
 
+    def save(self) -> None:
+        """Save the notebook with its outputs, and wait until it is saved: without autosave
+        (the fixture turns it off) a reloaded or reopened page shows the file without them."""
+        self.page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+        self.page.wait_for_function(
+            "() => !window.jupyterapp.shell.currentWidget.context.model.dirty"
+        )
+
     def output_problems(self) -> list[str]:
         """Every error, stderr text and traceback in the notebook's cell outputs, one line each
         ("cell <index>: ..."); empty for a clean notebook."""

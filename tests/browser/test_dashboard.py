@@ -65,6 +65,7 @@ def test_the_dashboard_renders_grows_and_its_buttons_steer_the_run(lab_dir, open
     notebook.wait_until_all_ran(timeout=60)
     launching_cell = page.locator(".jp-CodeCell", has=chart)
     summary = launching_cell.locator(".nbtune-summary")
-    summary.wait_for(timeout=10_000)
-    assert "best loss" in summary.inner_text(), "wait() filled the summary under the dashboard"
+    summary.wait_for(state="attached", timeout=10_000)
+    assert "best loss" in summary.text_content(), "wait() filled the summary under the dashboard"
+    assert not summary.is_visible(), "hidden while the live dashboard shows the same"
     notebook.screenshot("dashboard-stopped", scroll_to=chart)

@@ -299,19 +299,13 @@ def test_the_table_filters_pages_sorts_and_selects_during_a_live_run(lab_dir, op
 
 
 def test_a_reloaded_page_draws_the_charts_again(lab_dir, open_notebook):
-    # No busy cell: a reloaded page restores its widgets through the kernel's main shell
-    # (comm_info_request), which a busy cell holds up until it ends.
+    # No busy cell here (the next test has one): the page restores its widgets as usual.
     dashboard = start_live_run(open_notebook, lab_dir, wait=False)
     notebook = dashboard.notebook
     notebook.wait_until_all_ran()
     dashboard.wait_until_shown()
     dashboard.wait_for_traces(RENDER_TIMEOUT)
-    # Without autosave (the fixture turns it off) the file has no outputs to reopen with.
-    notebook.page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-    notebook.page.wait_for_function(
-        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty"
-    )
-
+    notebook.save()
     notebook.reload()
     notebook.wait_for_idle_kernel()
     dashboard.wait_until_shown()
@@ -325,6 +319,24 @@ def test_a_reloaded_page_draws_the_charts_again(lab_dir, open_notebook):
     dashboard.stop_run()
     notebook.wait_for_idle_kernel()
     dashboard.assert_clean("the end of the run")
+
+
+def test_a_page_reloaded_while_a_cell_waits_on_the_run_gets_its_dashboard_back(
+    lab_dir, open_notebook
+):
+    # The kernel answers the reloaded page's comm_info_request on its shell channel thread
+    # and each widget's request_state on the subshell, past the busy `tuner.wait()`.
+    dashboard = start_live_run(open_notebook, lab_dir)
+    notebook = dashboard.notebook
+    dashboard.wait_until_shown()
+    notebook.save()
+    notebook.reload()
+    dashboard.wait_until_shown()
+    assert dashboard.root.get_by_role("button", name="Stop all").is_visible()
+    assert "— running" in dashboard.title(), "back while the run (and the cell) goes on"
+    notebook.screenshot("reloaded-while-busy", scroll_to=dashboard.root)
+    dashboard.stop_run()
+    notebook.wait_for_idle_kernel()
 
 
 def test_a_dashboard_shown_again_in_another_cell_draws_and_steers_the_run_too(

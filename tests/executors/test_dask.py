@@ -88,8 +88,16 @@ def test_a_forced_stop_restarts_the_trials_worker_and_the_trial_ends_stopped(
     assert first.result["pid"] not in worker_pids(dask_client), "its worker was restarted"
 
 
-def test_a_worker_killed_mid_trial_loses_nothing(make_tuner, log, dask_client):
-    space = {"steps": 30, "interval": 0.02, "checkpoint": True, "x": nt.grid([0, 1])}
+def test_a_worker_killed_mid_trial_loses_nothing(make_tuner, log, dask_client, tmp_path):
+    gate = tmp_path / "gate"
+    space = {
+        "steps": 30,
+        "interval": 0.02,
+        "checkpoint": True,
+        "hold_at": 6,
+        "gate": str(gate),
+        "x": nt.grid([0, 1]),
+    }
     tuner = make_tuner(
         trainables.steps,
         space,
@@ -107,6 +115,7 @@ def test_a_worker_killed_mid_trial_loses_nothing(make_tuner, log, dask_client):
     pid = seen.result["pid"]
     assert pid in worker_pids(dask_client), "the pid of a real Dask worker process"
     os.kill(pid, signal.SIGKILL)
+    gate.touch()
     assert tuner.wait(60)
     frame = tuner.dataframe()
     assert (frame["status"] == "TERMINATED").all(), frame[["trial_id", "status", "error"]]
