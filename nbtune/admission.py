@@ -17,6 +17,7 @@ from typing import Any
 from nbtune.artifacts import current_directory
 from nbtune.book import TrialBook
 from nbtune.clocks import Clocks
+from nbtune.code_hash import code_hash
 from nbtune.events import TrialAdded, TrialStarted
 from nbtune.executors._base import Executor
 from nbtune.horizon import horizon_of, scheduler_max_t
@@ -79,6 +80,12 @@ class Admission:
         """Let the searcher suggest `num_samples` more trials, and tell the scheduler."""
         self.searcher.extend(num_samples)
         self.plan()
+
+    def update_trainable(self, trainable: Any) -> None:
+        """Launch `trainable` from now on, each trial recording its code's hash; the trials
+        on workers keep theirs."""
+        self.executor.update_trainable(trainable)
+        self.code = code_hash(trainable)
 
     def set_max_concurrent(self, max_concurrent: int) -> None:
         """Change how many trials run at once; above the new limit, the most recently started

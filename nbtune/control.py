@@ -67,7 +67,8 @@ class RunControl:
     def pause_trial(self, trial_id: int) -> None:
         """Pause a trial: a running one at its next report, a waiting one at once.
 
-        The trial stays paused until the user resumes it: the scheduler cannot resume it.
+        The trial stays paused until the user resumes it: the scheduler cannot resume it, nor
+        does a restore of the run (the pause is journaled before it is acknowledged).
         """
         trial = self.trial(trial_id)
         if trial.status.is_finished:
@@ -76,9 +77,12 @@ class RunControl:
                 "can be paused"
             )
         self._book.live[trial_id].paused_by_user(running=trial.status is TrialStatus.RUNNING)
+        trial = trial.evolve(user_paused=True)
         if trial.status is TrialStatus.PENDING:
             self._book.queue.remove(trial_id)
             self._ledger.to_paused(trial, trial.waits_by)
+        else:
+            self._ledger.record(trial)
 
     def resume_trial(self, trial_id: int) -> None:
         """Resume a paused trial: in its worker if suspended, else from its checkpoint."""
@@ -88,7 +92,10 @@ class RunControl:
         if live is not None:
             live.resumed_by_user(running=running)
         if running:
+            if trial.user_paused:
+                self._ledger.record(trial.evolve(user_paused=False))
             return
+        trial = trial.evolve(user_paused=False)
         if trial.status is not TrialStatus.PAUSED:
             raise IllegalTransitionError(
                 f"trial {trial_id} is {trial.status}; only a paused trial can be resumed"
@@ -164,6 +171,11 @@ class RunControl:
         self._ledger.space = space
         self._ledger.space_version += 1
         self._admission.space_version = self._ledger.space_version
+
+    def update_trainable(self, trainable: Any) -> None:
+        """Trials launched from now on (new, retried or resumed from a checkpoint) run
+        `trainable`; those on a worker keep theirs."""
+        self._admission.update_trainable(trainable)
 
     def set_time_budget(self, seconds: float) -> None:
         """The run ends `seconds` after it started (at once, if they have passed)."""

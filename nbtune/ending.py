@@ -185,9 +185,15 @@ class RunEnd:
 
     def finish(self) -> None:
         """Write the outcome down with the final state of every trial, and say so on the bus;
-        the environment, recorded on a thread of its own, is in the folder before it closes."""
+        the environment, recorded on a thread of its own, is in the folder before it closes.
+
+        The user's pauses end with the run (`Trial.user_paused`): a restore carries on every
+        unfinished trial of a run that ended, while one whose driver died keeps them."""
         self.ended_at = time.time()
         environment.settle(self.ledger.storage.path)
+        for trial in self.book:
+            if trial.user_paused:
+                self.ledger.record(trial.evolve(user_paused=False))
         try:
             self.ledger.storage.finish(
                 self.ledger.saved_state(), self.book.trials.values(), self.outcome()

@@ -103,7 +103,8 @@ class Ledger:
         Finished trials stay as they were. Every other one goes back to the queue, to start
         again from its latest checkpoint (or from scratch): the results it reported after that
         checkpoint are already in the log, so when it reports them again they are replayed
-        silently rather than recorded twice. Those the scheduler holds stay PAUSED.
+        silently rather than recorded twice. Those the scheduler holds, and those the user
+        paused (or had asked to pause at their next report), stay PAUSED.
         """
         rows_of: dict[int, dict[int, Mapping[str, Any]]] = {}
         for row in results:
@@ -120,9 +121,11 @@ class Ledger:
                 self.book.put(trial)
                 continue
             restarted = self.restarted(trial, journal=False, started_at=None)
-            if trial.trial_id in held:
+            if trial.trial_id in held or trial.user_paused:
                 paused = restarted.evolve(status=TrialStatus.PAUSED, paused_by=trial.waits_by)
                 self.book.put(paused)
+                if trial.user_paused:
+                    self.book.live[trial.trial_id].paused_by_user(running=False)
                 continue
             self.book.enqueue(trial.trial_id, "last")
 
@@ -263,6 +266,7 @@ class Ledger:
             status=status,
             error=error,
             paused_by=None,
+            user_paused=False,
             stopped_by=stopped_by,
             **runtime_banked(trial),
         )

@@ -11,8 +11,9 @@
     (the executor itself)                          WorkerLost: the worker vanished
 
 A process worker first says who it is on its line: `Ready(pid)` for a worker that serves a
-whole run, or `Hello(launch_key, pid)` for a task that runs one launch, which the runner
-answers with an `Ack` (whether it still wants that launch).
+whole run (which hears of a changed trainable by a `NewTrainable` before its next launch), or
+`Hello(launch_key, pid)` for a task that runs one launch, which the runner answers with an
+`Ack` (whether it still wants that launch).
 
 Every message is a frozen dataclass: each side reads fields by name, never by position, and
 the worker events are the very objects the runner handles.
@@ -99,6 +100,16 @@ class Ready:
     """A process worker that serves a whole run is ready for its first launch."""
 
     pid: int
+
+
+@dataclass(frozen=True)
+class NewTrainable:
+    """Sent down the line of a worker that serves a whole run, before a launch, when the
+    trainable changed since that worker last heard (`Tuner.update_trainable`): the pickled
+    trainable of `version` (the run's first is 0), for this launch and those that follow."""
+
+    version: int
+    payload: bytes
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from nbtune import space_hints
 from nbtune.arguments import positive_seconds, seconds_until, whole_number
+from nbtune.code_hash import code_hash
 from nbtune.control import RunControl
 from nbtune.define_by_run import DefineByRunSpace, search_space
 from nbtune.errors import RunEndedError
@@ -27,6 +28,7 @@ from nbtune.horizon import view_horizon
 from nbtune.run_state import RunState
 from nbtune.runner import TrialRunner
 from nbtune.space import SearchSpace
+from nbtune.trainable_check import check_trainable
 
 Command = Callable[[RunControl], Any]
 """What the user asks of a run, as a function of its `RunControl`, run on the runner thread."""
@@ -42,6 +44,7 @@ class Steering:
     fork a trial, change how many run at once, let the searcher suggest more."""
 
     name: str
+    trainable: Any
     space: SearchSpace
     executor: Executor
     max_concurrent: int
@@ -192,6 +195,21 @@ class Steering:
         command = lambda control: control.update_space(new)  # noqa: E731
         self._command("update_space", command, space=described)
         self.space = new
+
+    def update_trainable(self, trainable: Callable[[dict[str, Any]], Any] | type) -> None:
+        """Run `trainable` for every trial launched from now on: new trials, retries, and
+        trials resumed from a checkpoint; the trials running keep their code (a suspended one
+        too). `dataframe()["code"]` shows which version each trial last ran. The typical fix
+        of a typo that held the run (`max_consecutive_failures`):
+        `update_trainable(fixed)`, `retry("errored")`, `resume_all()`. Works on a live,
+        paused or held run, and before `start()`; a trainable that is not one, or that cannot
+        be sent to the workers, is refused in one line and nothing changes.
+        """
+        check_trainable(trainable, self.executor)
+        if self._runner is not None:
+            command = lambda control: control.update_trainable(trainable)  # noqa: E731
+            self._command("update_trainable", command, code=code_hash(trainable))
+        self.trainable = trainable
 
     def space_hints(self) -> list[dict[str, Any]]:
         """Where the best trials crowd an edge of the search space: one dict per numeric

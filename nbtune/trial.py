@@ -109,6 +109,11 @@ class Trial:
             each `Tuner.update_space` before it was made.
         returned: its trainable returned its score (as an Optuna objective does): that last
             result, not the best of the ones before it, is its `best_value` and ranks it.
+        user_paused: the user paused it (or asked a running one to pause at its next report)
+            and has not resumed it: journaled when the pause is acknowledged, so that a run
+            carried on after its driver died keeps it PAUSED rather than starting it again.
+            A run that ends (stopped, say) lets go of it: a restore carries on every
+            unfinished trial of such a run.
     """
 
     trial_id: int
@@ -131,6 +136,7 @@ class Trial:
     returned: bool = False
     space_version: int = 0
     code: str | None = None
+    user_paused: bool = False
 
     def evolve(self, **changes: Any) -> Trial:
         """Return a copy with `changes` applied; a status change must be a legal transition.

@@ -27,7 +27,6 @@ from nbtune.define_by_run import DefineByRunSpace, search_space
 from nbtune.errors import TrialNotFoundError
 from nbtune.events import Event, EventBus
 from nbtune.executors._base import Executor
-from nbtune.executors._shared import check_picklable
 from nbtune.executors.loky import LokyExecutor
 from nbtune.front_end import SummarySlot
 from nbtune.progress import ProgressLine
@@ -49,7 +48,7 @@ from nbtune.storage import (
     check_private,
     check_unlocked,
 )
-from nbtune.trainable import is_class_trainable
+from nbtune.trainable_check import check_trainable, trainable_name
 from nbtune.trial import Trial, TrialStatus
 
 _NAME = re.compile(r"[\w.\-]+")
@@ -201,7 +200,7 @@ class Tuner(ResultsView, Steering):
         sync_period_s: float = 5.0,
         chdir_to_trial_dir: bool = True,
     ) -> None:
-        _check_trainable(trainable)
+        check_trainable(trainable)
         metric, mode = objectives.checked(metric, mode)
         self.num_samples = whole_number("num_samples", num_samples)
         self.max_concurrent = concurrency(max_concurrent or os.cpu_count())
@@ -217,7 +216,7 @@ class Tuner(ResultsView, Steering):
         self.mode = mode
         self.constraints = Constraints.parse(constraints)
         self.name = _checked_name(
-            name or f"{_folder_name(_trainable_name(trainable))}-{time.strftime('%Y%m%d-%H%M%S')}"
+            name or f"{_folder_name(trainable_name(trainable))}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
         self.path, self._remote = _run_location(
             storage_path, storage_options, sync_period_s, self.name, resume, overwrite
@@ -256,8 +255,7 @@ class Tuner(ResultsView, Steering):
             else whole_number("max_consecutive_failures", max_consecutive_failures)
         )
         _check_free_name(self)
-        if getattr(self.executor, "pickles_trainable", True):
-            _check_picklable(trainable)
+        check_trainable(trainable, self.executor)
         self.bus = EventBus()
         self.callbacks = tuple(callbacks)
         for callback in self.callbacks:
@@ -327,6 +325,7 @@ class Tuner(ResultsView, Steering):
             self._runner.apply_command("retry", {"trials": "errored"}, _retry_errored)
         for config in self._early_trials:
             self._runner.add_trial(config)
+        self._runner.ledger.save_state()  # a driver killed from now on restores without space=
         context = contextvars.copy_context()
         self._thread = threading.Thread(
             target=context.run, args=(self._runner.run,), name="nbtune-runner", daemon=True
@@ -387,9 +386,11 @@ class Tuner(ResultsView, Steering):
         failed run again too (see `retry`).
 
         A folder moved, copied or renamed carries on where it is now, under its new name; a
-        damaged one, with what can be read (see `ExperimentReader`); one whose driver died
-        before it first saved its state (no `state.pkl`), with a fresh searcher and scheduler:
-        pass `space=` (and `searcher=`, `scheduler=` if the run had its own).
+        damaged one, with what can be read (see `ExperimentReader`). A run saves its state
+        (`state.pkl`: space, searcher, scheduler) as it starts, before any trial; a folder
+        without one (an older nbtune's driver killed right after `start()`) carries on with a
+        fresh searcher and scheduler: pass `space=` (and `searcher=`, `scheduler=` if the run
+        had its own).
 
         Runs written by older nbtunes are carried on too. One that this nbtune cannot carry on
         is refused in one line (ValueError) before anything in its folder is written.
@@ -602,7 +603,7 @@ def _spec_of(tuner: Tuner) -> dict[str, Any]:
         "constraints": tuner.constraints.to_spec(),
         "chdir_to_trial_dir": tuner.chdir_to_trial_dir,
         "parameter_names": list(tuner.space.parameter_names),
-        "trainable": _trainable_name(tuner.trainable),
+        "trainable": trainable_name(tuner.trainable),
         "created_at": time.time(),
     }
 
@@ -639,27 +640,6 @@ def _checked_storage_path(storage_path: Any) -> Path:
                 )
             break
     return path
-
-
-def _check_trainable(trainable: object) -> None:
-    if is_class_trainable(trainable):
-        return
-    if isinstance(trainable, type) or not callable(trainable):
-        raise TypeError(
-            f"trainable={trainable!r}: pass a function train(config) or a subclass of "
-            "nbtune.Trainable"
-        )
-
-
-def _check_picklable(trainable: object) -> None:
-    try:
-        check_picklable(trainable)
-    except Exception as exc:
-        raise TypeError(
-            f"the trainable {_trainable_name(trainable)!r} cannot be sent to worker processes "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0]}); create that object inside "
-            "the trainable, or pass executor=nbtune.ThreadExecutor()"
-        ) from exc
 
 
 def _checked_points(
@@ -707,10 +687,6 @@ def _previous_run(path: Path) -> ExperimentReader | None:
     return reader
 
 
-def _trainable_name(trainable: object) -> str:
-    return getattr(trainable, "__name__", type(trainable).__name__)
-
-
 def _checkpoints_to_keep(value: Any) -> int | None:
     if value is None:
         return None
@@ -741,7 +717,7 @@ def _stop_after_interrupt(tuner: Tuner, runner: TrialRunner) -> bool:
     print(
         f"nbtune: {tuner.name!r} stopped; carry it on with nbtune.Tuner.restore("
         f"{str(tuner._remote.url if tuner._remote else tuner.path)!r}, "
-        f"{_trainable_name(tuner.trainable)})",
+        f"{trainable_name(tuner.trainable)})",
         file=sys.stderr,
     )
     return True

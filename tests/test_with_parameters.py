@@ -24,7 +24,7 @@ import nbtune as nt
 from nbtune.executors import _shared
 from nbtune.executors._shared import RunData, check_picklable
 from nbtune.trainable import is_class_trainable
-from nbtune.tuner import _trainable_name
+from nbtune.trainable_check import trainable_name
 
 ROWS = 2_500_000
 """20 MB of float64."""
@@ -97,12 +97,12 @@ def test_with_parameters_passes_the_objects_to_every_trial(
 
 def test_a_bound_trainable_keeps_its_name_and_kind(make_tuner):
     bound = nt.with_parameters(train_with, data=1, scale=2)
-    assert _trainable_name(bound) == "train_with"
+    assert trainable_name(bound) == "train_with"
     assert make_tuner(bound, name=None).name.startswith("train_with-")
     assert not is_class_trainable(bound)
     bound_class = nt.with_parameters(Fit, data=np.ones(3), scale=2)
     assert is_class_trainable(bound_class) and issubclass(bound_class, Fit)
-    assert _trainable_name(bound_class) == "Fit"
+    assert trainable_name(bound_class) == "Fit"
     with pytest.raises(ValueError, match="config"):
         nt.with_parameters(train_with, config={})
     with pytest.raises(TypeError, match="function"):

@@ -128,6 +128,38 @@ def steps(config):
         nt.report(loss=config.get("lr", 1.0) / step, step=step, pid=os.getpid(), checkpoint=saved)
 
 
+def first_version(config):
+    """`steps` results every `interval` s, each saying `version=1`; checkpoints each one if
+    `checkpoint` is set. `second_version` is the same with `version=2`: a trainable fixed
+    mid-run (`Tuner.update_trainable`)."""
+    _versioned(config, 1)
+
+
+def second_version(config):
+    _versioned(config, 2)
+
+
+def _versioned(config, version):
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["step"] if checkpoint else 0
+    for step in range(start + 1, config["steps"] + 1):
+        time.sleep(config.get("interval", 0.01))
+        saved = {"step": step} if config.get("checkpoint") else None
+        nt.report(loss=1.0 / step, step=step, version=version, checkpoint=saved)
+
+
+def waits_for_go(config):
+    """`steps` results with a checkpoint each; the first `free` of them at once, each next one
+    only once the file `go` exists: a trial caught before a report for as long as a test
+    needs."""
+    checkpoint = nt.get_checkpoint()
+    start = checkpoint["step"] if checkpoint else 0
+    for step in range(start + 1, config["steps"] + 1):
+        while step > config["free"] and not os.path.exists(config["go"]):
+            time.sleep(0.01)
+        nt.report(loss=1.0 / step, step=step, checkpoint={"step": step})
+
+
 class OnDemand(Counter):
     """Checkpoints only when nbtune asks (on pause), never on its own."""
 

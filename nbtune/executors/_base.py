@@ -23,9 +23,10 @@ class Executor:
     """Base of every executor.
 
     Lifecycle, all on the runner thread except `wakeup` (and `prepare`, on the thread that builds
-    the Tuner): `open(trainable, max_workers)` once per run, then any number of `start`, `reply`
-    and `poll` calls, then `close()`. One executor instance serves one run at a time; whatever
-    it keeps warm (worker processes) may outlive the run so that the next one starts fast.
+    the Tuner): `open(trainable, max_workers)` once per run, then any number of `start`, `reply`,
+    `poll` and `update_trainable` calls, then `close()`. One executor instance serves one run at
+    a time; whatever it keeps warm (worker processes) may outlive the run so that the next one
+    starts fast.
     """
 
     can_kill_trial: ClassVar[bool] = False
@@ -68,6 +69,11 @@ class Executor:
     def start(self, launch: TrialLaunch) -> None:
         """Start one trial; it must not block for the trial's duration."""
         raise NotImplementedError
+
+    def update_trainable(self, trainable: Callable | type) -> None:
+        """Run `trainable` for every trial started from now on (`Tuner.update_trainable`);
+        the trials already running keep the code they started with."""
+        raise NotImplementedError(f"{type(self).__name__} cannot change the trainable of a run")
 
     def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
         """Answer the trial's pending result with the runner's decision, and how many of its

@@ -16,7 +16,8 @@ they differ in how tasks reach workers and in the address family (AF_UNIX, or TC
 A worker may instead serve the whole run (loky): it says `Ready(pid)` once, and the runner
 sends each trial's launch down its line whenever the line is idle (`launch()`), which spares
 a task submission and a handshake per trial. A line whose trial was told to stop takes the
-next launch at once (`release()`): the worker reads it as soon as the trial has ended.
+next launch at once (`release()`): the worker reads it as soon as the trial has ended. Once
+the trainable has changed (`NewTrainable`), each line gets the new one before its next launch.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any
 
 import cloudpickle
 
-from nbtune.protocol import Ack, Hello, Ready, WorkerEvent, WorkerLost
+from nbtune.protocol import Ack, Hello, NewTrainable, Ready, WorkerEvent, WorkerLost
 from nbtune.session import answer
 
 HANDSHAKE_TIMEOUT_S = 5.0
@@ -175,6 +176,7 @@ class TrialLines:
         self._idle: deque[Connection] = deque()
         self._released: set[int] = set()
         self._next: dict[Connection, int] = {}
+        self._versions: dict[Connection, int] = {}
         self._closing = False
         threading.Thread(target=self._accept, name="nbtune-accept", daemon=True).start()
 
@@ -210,10 +212,11 @@ class TrialLines:
         with contextlib.suppress(OSError):
             connection.send(message)
 
-    def launch(self, trial_id: int, launch: Any) -> bool:
+    def launch(self, trial_id: int, launch: Any, trainable: NewTrainable | None = None) -> bool:
         """Send `launch` down an idle serving line, or else one whose trial is ending (it runs
         once that trial has); False when there is neither. A line that breaks meanwhile shows
-        up in the next poll."""
+        up in the next poll. `trainable` (the run's trainable, once it has changed) goes
+        first down a line whose worker has not had that version yet."""
         connection = self._free_line()
         if connection is None:
             return False
@@ -223,6 +226,9 @@ class TrialLines:
             self._next[connection] = trial_id
         self._pids[trial_id] = self._serving[connection]
         with contextlib.suppress(OSError):
+            if trainable is not None and self._versions.get(connection) != trainable.version:
+                connection.send(trainable)
+                self._versions[connection] = trainable.version
             connection.send(launch)
         return True
 
@@ -272,6 +278,7 @@ class TrialLines:
             connections = list(self._connections)
             self._connections, self._by_trial, self._expected = {}, {}, {}
             self._serving, self._idle, self._released, self._next = {}, deque(), set(), {}
+            self._versions = {}
         for connection in connections:
             connection.close()
 
@@ -346,6 +353,7 @@ class TrialLines:
             trial_id = self._connections.pop(connection, None)
             self._by_trial.pop(trial_id, None)
         self._serving.pop(connection, None)
+        self._versions.pop(connection, None)
         connection.close()
 
     def _accept(self) -> None:

@@ -38,9 +38,9 @@ class ProcessPool:
     """The processes that run a `LokyExecutor`'s trials; the executor hands them the run.
 
     Lifecycle, all on the runner thread except `abandon` and `prepare` (any thread, before a
-    run): `open(payload, lines, size)` once per run, then any number of `start`, `resize`,
-    `poll` and `kill` calls, then `close()` once the executor has closed the run's lines. The
-    executor answers trials down their lines itself.
+    run): `open(payload, lines, size)` once per run, then any number of `start`,
+    `update_payload`, `resize`, `poll` and `kill` calls, then `close()` once the executor has
+    closed the run's lines. The executor answers trials down their lines itself.
     """
 
     def prepare(self, size: int) -> None:
@@ -54,6 +54,10 @@ class ProcessPool:
 
     def start(self, launch: TrialLaunch) -> None:
         """Start one trial (or queue it for the next free process); never blocks for it."""
+        raise NotImplementedError
+
+    def update_payload(self, payload: bytes) -> None:
+        """Run the pickled trainable `payload` for the trials started from now on."""
         raise NotImplementedError
 
     def resize(self, size: int) -> None:

@@ -337,6 +337,11 @@ class DaskExecutor(Executor):
         self._futures[launch_key] = future
         future.add_done_callback(lambda done: self._task_done(launch_key, launch.trial_id, done))
 
+    def update_trainable(self, trainable: Callable | type) -> None:
+        """Tasks submitted from now on carry `trainable` (scattered anew when large); those
+        already submitted keep theirs."""
+        self._payload = _payload(self.client, trainable)
+
     def reply(self, trial_id: int, decision: Decision, free_steps: int = 0) -> None:
         self._lines.reply(trial_id, Reply(decision, free_steps))
 

@@ -198,6 +198,10 @@ class FreshProcesses(ProcessPool):
             _every_process.add(process)
         self._processes[launch_key] = _TrialProcess(launch.trial_id, process)
 
+    def update_payload(self, payload: bytes) -> None:
+        """The processes started from now on get `payload`."""
+        self._payload = payload
+
     def resize(self, size: int) -> None:
         """Nothing to do: a process starts with each trial."""
 

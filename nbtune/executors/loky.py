@@ -21,7 +21,9 @@ before: building it starts the workers in the background (`prepare`, `warm_up`).
 started the way loky starts its workers (a fresh interpreter that does not import
 `__main__`), and `joblib.Parallel` keeps its own pool. The
 trainable is pickled once per run; large arrays in it travel as memory maps of files in a
-run-private folder (`_shared`), so workers share one copy of them.
+run-private folder (`_shared`), so workers share one copy of them. A trainable changed
+mid-run (`update_trainable`) is pickled once more, and each worker gets it down its line
+before its next launch (`NewTrainable`).
 
 The pool is nbtune's rather than a `loky.ProcessPoolExecutor` because a worker that dies there
 breaks the whole pool, and every trial on it: here a dead worker loses its own trial only, and
@@ -64,6 +66,7 @@ from nbtune.executors.fresh import FreshProcesses
 from nbtune.protocol import (
     NUDGE,
     Decision,
+    NewTrainable,
     Ready,
     Reply,
     TrialLaunch,
@@ -226,12 +229,17 @@ def _work(runs: Any, driver: int) -> None:
 
 def _serve(payload: bytes, address: str, authkey: bytes) -> None:
     """A worker's task for a whole run: run the trials that come down its line, one after
-    another, until the run hangs up."""
+    another, until the run hangs up; a `NewTrainable` on the line replaces `payload` for the
+    launches after it."""
     try:
         connection = connect(address, authkey)
         connection.send(Ready(os.getpid()))
         while True:
-            run_one(payload, answer(connection), connection)
+            message = answer(connection)
+            if isinstance(message, NewTrainable):
+                payload = message.payload
+            else:
+                run_one(payload, message, connection)
     except (OSError, EOFError):
         hang_up()
     finally:
@@ -251,12 +259,14 @@ class WarmWorkers(ProcessPool):
         self._early_deaths = 0
         self._failure: str | None = None
         self._open = False
+        self._trainable: NewTrainable | None = None
 
     def prepare(self, size: int) -> None:
         warm_up(size)
 
     def open(self, payload: bytes, lines: TrialLines, size: int) -> None:
         self._run = (payload, lines.address, lines.authkey)
+        self._trainable = None
         self._size = self._warm = size
         self._workers = []
         self._lines = lines
@@ -269,6 +279,12 @@ class WarmWorkers(ProcessPool):
     def start(self, launch: TrialLaunch) -> None:
         self._waiting.append(launch)
         self._dispatch()
+
+    def update_payload(self, payload: bytes) -> None:
+        """Each line gets `payload` before its next launch (its worker runs the run's first
+        payload until then)."""
+        version = 1 if self._trainable is None else self._trainable.version + 1
+        self._trainable = NewTrainable(version, payload)
 
     def resize(self, size: int) -> None:
         """Allow up to `size` workers; more start only when trials wait for them."""
@@ -315,7 +331,9 @@ class WarmWorkers(ProcessPool):
 
     def _dispatch(self) -> None:
         """Send waiting trials down idle lines; with no worker left to serve them, they are lost."""
-        while self._waiting and self._lines.launch(self._waiting[0].trial_id, self._waiting[0]):
+        while self._waiting and self._lines.launch(
+            self._waiting[0].trial_id, self._waiting[0], self._trainable
+        ):
             self._holding.add(self._waiting.popleft().trial_id)
         self._staff()
         if self._waiting and self._failure is not None and not self._workers:
@@ -422,6 +440,11 @@ class LokyExecutor(Executor):
 
     def start(self, launch: TrialLaunch) -> None:
         self._pool.start(launch)
+
+    def update_trainable(self, trainable: Callable | type) -> None:
+        """Pickle `trainable` (its large arrays to the run's folder, as `open` does) for the
+        launches to come."""
+        self._pool.update_payload(self._data.dumps(trainable))
 
     def resize(self, max_workers: int) -> None:
         self._pool.resize(max_workers)

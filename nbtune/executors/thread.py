@@ -50,6 +50,9 @@ class ThreadExecutor(Executor):
         self._events = queue.SimpleQueue()
         self._channels = {}
 
+    def update_trainable(self, trainable: Callable | type) -> None:
+        self._trainable = trainable
+
     def start(self, launch: TrialLaunch) -> None:
         channel = _ThreadChannel(self._events)
         self._channels[launch.trial_id] = channel

@@ -105,3 +105,23 @@ def test_a_class_trainable_steps_and_checkpoints(drive):
     assert "done" not in results[-1].metrics
     with open(results[-1].checkpoint, "rb") as file:
         assert cloudpickle.load(file) == {"count": 3}
+
+
+def test_a_new_trainable_runs_the_launches_after_it_and_running_trials_keep_theirs(drive):
+    driver = drive(trainables.first_version)
+    driver.launch(0, {"steps": 3})
+    assert driver.next_result().metrics["version"] == 1
+    driver.executor.update_trainable(trainables.second_version)
+    driver.launch(1, {"steps": 3})
+    driver.executor.reply(0, Decision.CONTINUE)
+    driver.run_until_ended([0, 1])
+    driver.launch(2, {"steps": 2})
+    driver.launch(3, {"steps": 2})
+    driver.run_until_ended([2, 3])
+    versions = {
+        trial_id: [result.metrics["version"] for result in driver.results(trial_id)]
+        for trial_id in range(4)
+    }
+    assert versions == {0: [1, 1, 1], 1: [2, 2, 2], 2: [2, 2], 3: [2, 2]}, (
+        "every worker, the one that ran the first version included, runs the second next"
+    )

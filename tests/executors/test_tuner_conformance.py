@@ -1,8 +1,9 @@
 """The Tuner's commands and its recovery behave the same on every executor.
 
 `test_conformance.py` drives executors directly; these go through the Tuner, the way users
-steer a run: pause and resume (by checkpoint, or suspended in place), fork, and a failing
-trial retried from its checkpoint. Each test runs on loky, threads and a real Dask cluster.
+steer a run: pause and resume (by checkpoint, or suspended in place), fork, a failing
+trial retried from its checkpoint, and a trainable changed mid-run. Each test runs on loky,
+threads and a real Dask cluster.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import trainables
 from test_control import event_of, iterations, result_of
 
 import nbtune as nt
+from nbtune.code_hash import code_hash
 from nbtune.events import TrialPaused, TrialRetried, TrialStarted
 
 N = 12
@@ -70,3 +72,30 @@ def test_a_failing_trial_is_retried_from_its_checkpoint(tuner_on_executor, tmp_p
     history = tuner.history()
     assert history["training_iteration"].tolist() == list(range(1, N + 1)), "no gap, no repeat"
     assert (history["step"] == history["training_iteration"]).all()
+
+
+def test_a_new_trainable_runs_the_trials_launched_after_it(tuner_on_executor, log):
+    space = {"steps": 30, "checkpoint": nt.grid([False, True, True])}
+    tuner = tuner_on_executor(trainables.first_version, space, max_concurrent=2)
+    tuner.start()
+    log.wait_for(result_of(0, 2))
+    log.wait_for(result_of(1, 2))
+    tuner.pause_all()
+    log.wait_for(event_of(TrialPaused, 0))
+    log.wait_for(event_of(TrialPaused, 1))
+    paused_at = tuner.get_trial(1).iteration
+    tuner.update_trainable(trainables.second_version)
+    tuner.resume_all()
+    assert tuner.wait(60)
+
+    history = tuner.history()
+    versions = history.groupby("trial_id")["version"].apply(list).to_dict()
+    assert versions[0] == [1] * 30, "a trial suspended in its worker keeps its code"
+    assert versions[1] == [1] * paused_at + [2] * (30 - paused_at), "resumed from a checkpoint"
+    assert versions[2] == [2] * 30, "a new trial"
+    codes = tuner.dataframe().set_index("trial_id")["code"].to_dict()
+    assert codes == {
+        0: code_hash(trainables.first_version),
+        1: code_hash(trainables.second_version),
+        2: code_hash(trainables.second_version),
+    }
