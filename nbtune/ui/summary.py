@@ -28,7 +28,13 @@ from nbtune.ui.data import (
     ranked,
 )
 from nbtune.ui.static import learning_curves_svg
-from nbtune.ui.table import HOVER_CHARS, badge, status_counts, text_formatters
+from nbtune.ui.table import (
+    HOVER_CHARS,
+    badge,
+    blank_missing_text,
+    status_counts,
+    text_formatters,
+)
 
 logger = logging.getLogger("nbtune")
 
@@ -133,7 +139,7 @@ def summary_html(source: DashboardSource, state: str, top: int = 10) -> str:
         counts_html(status_counts(trials)),
         best_html(trials, source.metric, source.mode, source.constraints),
         _curves_svg(trials, rows, source.metric, source.mode),
-        frame.head(top).to_html(
+        blank_missing_text(frame.head(top)).to_html(
             index=False, na_rep="", float_format=format_number, formatters=text_formatters(frame)
         ),
     ]

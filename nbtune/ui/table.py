@@ -78,6 +78,20 @@ def text_formatters(frame: Any) -> dict[str, Callable[[Any], str]]:
     return dict.fromkeys(texts, _clip_cell)
 
 
+def blank_missing_text(frame: Any) -> Any:
+    """`frame` with the missing values of its nullable columns (text, `Int64`, `boolean`)
+    blank: pandas writes their NA as "<NA>", whatever `na_rep` says."""
+    nullable = [
+        name
+        for name, dtype in frame.dtypes.items()
+        if getattr(dtype, "na_value", None) is not None and dtype.name != "category"
+    ]
+    if not nullable:
+        return frame
+    blanks = {name: frame[name].astype(object).where(frame[name].notna(), "") for name in nullable}
+    return frame.assign(**blanks)
+
+
 def _clip_cell(value: Any) -> str:
     """A value of a text column (pandas writes a missing one as its `na_rep` before this)."""
     return clipped(str(value), CONFIG_WIDTH)

@@ -66,3 +66,12 @@ def test_the_summary_draws_the_learning_curves_without_a_script(make_tuner):
     assert len(curves) == 3, "one curve per trial, each titled with its trial"
     assert "<script" not in text
     assert "0.06667" in text and "0.066666" not in text, "4 significant digits"
+
+
+def test_the_summary_table_leaves_missing_text_blank(make_tuner):
+    tuner = make_tuner(count_up, {"steps": 2}, metric="loss", executor=nt.ThreadExecutor())
+    tuner.run()
+    assert tuner.dataframe()["error"].isna().all(), "no trial failed: the error column is empty"
+    text = summary.summary_html(tuner, tuner.state)
+    assert "<table" in text
+    assert "&lt;NA&gt;" not in text and "<NA>" not in text
