@@ -69,7 +69,14 @@ from nbtune.ui.table import (
     table_page,
 )
 from nbtune.ui.timeline import TimelineTab
-from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
+from nbtune.ui.views import (
+    STATIC_EVERY_S,
+    ChartTab,
+    Look,
+    SharedFigure,
+    TabPacer,
+    trial_html,
+)
 
 logger = logging.getLogger("nbtune")
 
@@ -82,6 +89,10 @@ RETRY_AFTER_S = 5.0
 RENDER_GRACE_S = 8.0
 """How long the browser has to draw the table, or a chart once it is made, before the dashboard
 falls back to static HTML."""
+CHART_GRACE = 4
+"""A live chart has this many times `RENDER_GRACE_S` to be drawn before the charts turn static:
+each is a plotly FigureWidget whose 5 MB of code a busy browser takes seconds to load, and
+static charts cost a browser far more over a long run (a new drawing each time)."""
 BUILD_TIMEOUT_S = 60.0
 """How long a redraw asked for from another thread waits for the widgets to be built."""
 _DISK_READ_EVERY_S = 2.0
@@ -125,6 +136,7 @@ class Dashboard:
         self._disk = ""
         self._disk_read_at = -math.inf
         self._error_texts: dict[tuple[int, int], str] = {}
+        self.pacer = TabPacer()
         self._dirty = threading.Event()
         self._closing = threading.Event()
         self._lock = threading.RLock()
@@ -184,10 +196,11 @@ class Dashboard:
         self.static_table: StaticTable | None = None
         several = is_several(self.source.metric)
         self.tab_names = (*(("pareto",) if several else ()), *CHARTS, "timeline", *VIEWS)
+        self.shared = SharedFigure()
         self.charts = {
-            name: TimelineTab(self.source, self._dirty.set)
+            name: TimelineTab(self.source, self._ask_for_tab, self.shared)
             if name == "timeline"
-            else ChartTab(name, self._dirty.set)
+            else ChartTab(name, self._ask_for_tab, self.shared)
             for name in self.tab_names
             if name not in VIEWS
         }
@@ -204,10 +217,11 @@ class Dashboard:
             ],
             titles=self.tab_names,
         )
-        self.tabs.observe(lambda _: self._dirty.set(), names="selected_index")
-        self.controls = widgets.HBox(
-            [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
-        )
+        self.tabs.observe(lambda _: self._ask_for_tab(), names="selected_index")
+        buttons = [self.pause_all, self.resume_all, self.stop_all]
+        for button in buttons:
+            button.layout = _whole()
+        self.controls = widgets.HBox([*buttons, self.concurrency], layout=_whole("row wrap"))
         self.controls.layout.display = "" if self.live else "none"
         self.hints = SpaceHints(self.source, self._act)
         self.clicks_while_busy = self.live and self._serve_clicks_on_subshell()
@@ -252,8 +266,8 @@ class Dashboard:
     def selected_tab(self) -> str:
         return self.tab_names[self.tabs.selected_index or 0]
 
-    def redraw(self) -> None:
-        """Draw the current snapshot; only the visible chart or view is recomputed.
+    def redraw(self, throttled: bool = False) -> None:
+        """Draw the current snapshot; only the visible tab is drawn, `throttled` when due.
 
         Each part that fails shows one line instead (see `failures`); it does not stop the others.
         Called before the widgets are built, it waits for them (up to `BUILD_TIMEOUT_S`).
@@ -266,9 +280,15 @@ class Dashboard:
             self._guarded("table", lambda: self._draw_top(trials, live))
             self._guarded("hints", lambda: self.hints.draw(live))
             tab = self.selected_tab
-            self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
+            if not throttled or self.pacer.due(tab, self._closing.is_set()):
+                self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
             self._draw_message()
             self.redraws += 1
+
+    def _ask_for_tab(self) -> None:
+        """The user changed what the visible tab shows: draw it at the next redraw."""
+        self.pacer.ask()
+        self._dirty.set()
 
     def _guarded(self, part: str, draw: Callable[[], None]) -> None:
         failed = self.failures.get(part)
@@ -335,6 +355,7 @@ class Dashboard:
                 self.table.status = self.view.status
                 self.table.selected = -1 if self.selected is None else self.selected
                 self.table.highlighted = -1 if self.highlighted is None else self.highlighted
+                self.table.charts = {} if self.static_charts else self.shared.by_tab()
             if self.static_table is not None:
                 self.static_table.draw(state, self.view, self.selected)
 
@@ -373,14 +394,15 @@ class Dashboard:
         elif metric is not None or tab == "timeline":
             chart = self.charts[tab]
             horizon = view_horizon(self.source, trials) if tab == "learning curves" else None
-            look = Look(self.dark, self.highlighted, self.log_scale, horizon)
+            highlight = self.highlighted if self.static_charts else None  # else: table.js
+            look = Look(self.dark, highlight, self.log_scale, horizon)
             if tab in self.pickers.widgets:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
 
     def _on_pick(self) -> None:
         """A metric picked: redraw (at once where no timer redraws)."""
-        self._dirty.set()
+        self._ask_for_tab()
         if not self.live:
             self.redraw()
 
@@ -462,7 +484,7 @@ class Dashboard:
                 }
                 self._act(commands[content["action"]], trial_id)
                 return
-        self._dirty.set()
+        self._ask_for_tab()
         if not self.live:
             self.redraw()
 
@@ -483,10 +505,10 @@ class Dashboard:
         with self._lock:
             self._guarded("charts", _import_plotly)
         while True:
-            self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
+            self._dirty.wait(STATIC_EVERY_S if self.static_charts else self.pacer.wait_s())
             self._dirty.clear()
             self._guarded("dashboard", self._check_front_end)
-            self.redraw()
+            self.redraw(throttled=True)
             if self._closing.is_set():
                 self._unsubscribe()
                 self.redraw()
@@ -507,7 +529,7 @@ class Dashboard:
                 self._dirty.set()
             return
         waiting = [chart for chart in self.charts.values() if chart.waits_to_render()]
-        if any(now - chart.made_at >= RENDER_GRACE_S for chart in waiting):
+        if any(now - chart.made_at >= RENDER_GRACE_S * CHART_GRACE for chart in waiting):
             self.use_static(table=False)
         elif waiting:
             self._dirty.set()
@@ -529,6 +551,7 @@ class Dashboard:
                 self.static_charts = True
                 for chart in self.charts.values():
                     chart.reset()
+                self.shared.drop()
         self._dirty.set()
 
     # ----- commands ---------------------------------------------------------------------------
@@ -652,6 +675,14 @@ def _import_plotly() -> None:
     import plotly.graph_objects  # noqa: F401
 
     import nbtune.ui.live  # noqa: F401  (plotly's FigureWidget: a second or more)
+
+
+def _whole(flow: str | None = None) -> widgets.Layout:
+    """A layout that keeps a control as wide as its label in a narrow window (a flex row would
+    shrink a button to "⏸ ..."), and with `flow` ("row wrap") lets a row of them wrap."""
+    if flow:
+        return widgets.Layout(flex_flow=flow)
+    return widgets.Layout(width="auto", flex="0 0 auto")
 
 
 def _first_line(exc: Exception) -> str:

@@ -33,6 +33,12 @@ TAIL_BYTES = 64 * 1024
 """How much of the end of a trial's output the per-trial view reads."""
 STATIC_EVERY_S = 1.0
 """How often a static chart is drawn again (the whole figure is sent, if it changed)."""
+CHART_EVERY_S = 1.0
+"""The shortest time between two drawings of the visible tab during a live run, unless the user
+asks for one (a tab, an option, a metric, a line picked). A chart's update makes plotly redraw
+every curve and send its whole state back to the kernel: ten a second kept a browser busy
+all the time in a run of 64 trials. The header and the table still redraw ten times a
+second."""
 STATIC_WEBGL_EVERY_S = 5.0
 """The same for parallel coordinates, which plotly.js draws with WebGL: each new drawing costs
 a browser without a GPU seconds."""
@@ -49,30 +55,125 @@ class Look:
     """Where the running curves' forecasts end (see `nbtune.forecast.view_horizon`)."""
 
 
+class TabPacer:
+    """When the dashboard's live refresh draws the visible tab: at most every `CHART_EVERY_S`,
+    at once when the user asked for something or another tab shows, and at the run's end."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.drawn: tuple[str, float] = ("", -float("inf"))
+        """The tab drawn last, and when (`time.monotonic`)."""
+        self.behind = False
+        """Whether the last refresh left the visible tab out."""
+
+    def ask(self) -> None:
+        """The user changed what the visible tab shows: draw it at the next refresh."""
+        self.asked = True
+
+    def due(self, tab: str, ending: bool) -> bool:
+        """Whether to draw `tab` at this refresh; noted as drawn if so."""
+        now = time.monotonic()
+        drawn, at = self.drawn
+        due = self.asked or ending or tab != drawn or now - at >= CHART_EVERY_S
+        if due:
+            self.drawn, self.asked = (tab, now), False
+        self.behind = not due
+        return due
+
+    def wait_s(self) -> float | None:
+        """How long the refresh may sleep if nothing happens: until the tab it left out is due
+        (None: until the next event)."""
+        if not self.behind:
+            return None
+        return max(0.0, self.drawn[1] + CHART_EVERY_S - time.monotonic())
+
+
+class SharedFigure:
+    """The one live plotly figure that the dashboard's chart tabs take turns to draw into.
+
+    Each plotly `FigureWidget` brings the browser its own copy of plotly.js (5 MB of code),
+    which a browser takes seconds to load and keeps for as long as the page lives: a figure per
+    tab made each tab's first drawing slow (parallel coordinates 2 to 3 s) and the page heavier
+    with each tab opened. The tab that draws holds the figure; when another tab draws, the
+    figure is cleared, drawn with that tab's chart and moved into it (the browser draws it anew
+    with code it has loaded already).
+    """
+
+    def __init__(self) -> None:
+        self.figure: Any = None
+        self.owner: ChartTab | None = None
+        self.made_at = -float("inf")
+        """When the figure was made (`time.monotonic`)."""
+        self.rendered = False
+        """Whether a browser has drawn it (plotly's browser side sends its layout back)."""
+
+    def take(self, tab: ChartTab) -> Any:
+        """The figure, for `tab` to draw into: made on first use, cleared if another tab
+        drew into it last (that tab then shows a placeholder)."""
+        from nbtune.ui.live import LiveFigure
+
+        if self.figure is None:
+            self.figure = LiveFigure()
+            self.figure.observe(self._on_render, names="_js2py_layoutDelta")
+            self.made_at = time.monotonic()
+        if self.owner is not tab:
+            if self.owner is not None:
+                self.owner.release()
+            self.owner = tab
+            self.clear()
+        return self.figure
+
+    def drop(self) -> None:
+        """No tab holds the figure any more (the charts turned static)."""
+        if self.owner is not None:
+            self.owner.release()
+        self.owner = None
+
+    def clear(self) -> None:
+        if self.figure is None:
+            return
+        from nbtune.ui.figures import forget_drawn
+
+        with self.figure.drawing_lock:
+            self.figure.data = ()
+            self.figure.layout = {}
+            forget_drawn(self.figure)
+
+    def by_tab(self) -> dict[str, str]:
+        """The figure's widget model id, by the tab that shows it (none before the first
+        chart): what the browser's table steers (see `nbtune.ui.table.TrialTableWidget`)."""
+        return {} if self.owner is None else {self.owner.name: self.figure.model_id}
+
+    def _on_render(self, change: Mapping[str, Any]) -> None:
+        self.rendered = True
+
+
 class ChartTab:
     """One chart of the dashboard, drawn in place on every redraw.
 
-    With a front end that draws anywidgets, the chart is a plotly `FigureWidget` made when the
-    tab is first shown; otherwise (`static=True`) a plain figure sent as plotly's own output
-    about once a second, which every notebook front end renders without widgets.
+    With a front end that draws anywidgets, the chart is drawn into the dashboard's
+    `SharedFigure` (a plotly `FigureWidget`, made when the first chart is shown); otherwise
+    (`static=True`) a plain figure sent as plotly's own output about once a second, which every
+    notebook front end renders without widgets.
 
     Args:
         name: the tab's name, which says what it draws.
         changed: called when the user changes one of the chart's own options.
+        shared: the live figure the dashboard's charts share (by default, one of its own).
     """
 
-    def __init__(self, name: str, changed: Callable[[], None]) -> None:
+    def __init__(
+        self, name: str, changed: Callable[[], None], shared: SharedFigure | None = None
+    ) -> None:
         self.name = name
         self.figure: Any = None
+        self.shared = shared or SharedFigure()
         self.options = CurveOptions(changed) if name == "learning curves" else None
-        self.holder = widgets.Box(
-            [widgets.HTML("<i>drawing…</i>")], layout=widgets.Layout(width="100%")
-        )
+        self._placeholder = widgets.HTML("<i>drawing…</i>")
+        self.holder = widgets.Box([self._placeholder], layout=widgets.Layout(width="100%"))
         parts = [self.options.widget] if self.options else []
         self.widget = widgets.VBox([*parts, self.holder])
         self._drawn: dict = {}
-        self.made_at = -float("inf")
-        self.rendered = False
         self._static_at = -float("inf")
         self._output: widgets.Output | None = None
         self._static_sent = ""
@@ -80,16 +181,28 @@ class ChartTab:
     def controls(self) -> list[widgets.Widget]:
         return self.options.controls if self.options else []
 
+    @property
+    def made_at(self) -> float:
+        return self.shared.made_at
+
     def reset(self) -> None:
         """Forget what was drawn: the next draw starts from an empty figure."""
         self._drawn.clear()
         self._static_sent = ""
         if self.figure is None:
             return
+        if self.shared.owner is self:
+            self.shared.clear()
+            return
         lock = getattr(self.figure, "drawing_lock", None) or contextlib.nullcontext()
         with lock:
             self.figure.data = ()
             self.figure.layout = {}
+
+    def release(self) -> None:
+        """Another tab took the live figure: show a placeholder until this one draws again."""
+        self._drawn.clear()
+        self.holder.children = [self._placeholder]
 
     def draw(
         self,
@@ -103,29 +216,19 @@ class ChartTab:
         if static:
             self._draw_static(trials, rows, metric, mode, look)
             return
-        figure = self._live_figure()
+        figure = self.shared.take(self)
+        if self.figure is not figure:
+            self.figure = figure
+            self._drawn.clear()
         self._plot(figure, trials, rows, metric, mode, look)
         with figure.drawing_lock:
             _remember_state(figure)
-
-    def _live_figure(self) -> Any:
-        from nbtune.ui.live import LiveFigure
-
-        if not isinstance(self.figure, LiveFigure):
-            self.figure = LiveFigure()
-            self.figure.observe(self._on_render, names="_js2py_layoutDelta")
-            self.made_at = time.monotonic()
-            self._drawn.clear()
-            self.holder.children = [self.figure]
-        return self.figure
-
-    def _on_render(self, change: Mapping[str, Any]) -> None:
-        """plotly's browser side sends its layout once it has drawn the figure."""
-        self.rendered = True
+        if tuple(self.holder.children) != (figure,):
+            self.holder.children = [figure]  # after its drawing: the browser draws it whole
 
     def waits_to_render(self) -> bool:
         """Whether the chart is a FigureWidget the browser has not drawn yet."""
-        return self.figure is not None and self.made_at > -float("inf") and not self.rendered
+        return self.shared.owner is self and not self.shared.rendered
 
     def _draw_static(self, trials, rows, metric, mode, look: Look) -> None:
         import plotly.graph_objects as go
@@ -148,7 +251,10 @@ class ChartTab:
             return
         self._static_sent = text
         spec = json.loads(text)
-        bundle = {"application/vnd.plotly.v1+json": {**spec, "config": {"responsive": True}}}
+        # Not plotly's "responsive" config: it ties each drawing to the window for good (a
+        # resize listener that JupyterLab's renderer never removes), so every redraw would
+        # leave its whole chart behind in the page; the renderer resizes the chart itself.
+        bundle = {"application/vnd.plotly.v1+json": spec}
         bundle["text/plain"] = f"nbtune chart: {self.name}"
         self._output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
