@@ -196,7 +196,7 @@ class Dashboard:
         self.static_table: StaticTable | None = None
         several = is_several(self.source.metric)
         self.tab_names = (*(("pareto",) if several else ()), *CHARTS, "timeline", *VIEWS)
-        self.shared = SharedFigure()
+        self.shared = SharedFigure(lambda charts: self.table.set_trait("charts", charts))
         self.charts = {
             name: TimelineTab(self.source, self._ask_for_tab, self.shared)
             if name == "timeline"
@@ -355,7 +355,6 @@ class Dashboard:
                 self.table.status = self.view.status
                 self.table.selected = -1 if self.selected is None else self.selected
                 self.table.highlighted = -1 if self.highlighted is None else self.highlighted
-                self.table.charts = {} if self.static_charts else self.shared.by_tab()
             if self.static_table is not None:
                 self.static_table.draw(state, self.view, self.selected)
 

@@ -14,6 +14,39 @@ function element(tag, attributes = {}, text = "") {
   return node;
 }
 
+// The dashboard's plotly charts, steered from here without a kernel round trip. Each is a
+// plotly FigureWidget whose browser side applies a "_py2js_restyle" or "_py2js_relayout"
+// change event to every view it has; raising that event here (the value set on the model's
+// attributes, not through `set`, so that nothing is sent back to the kernel) restyles or
+// resizes the chart at once. The kernel never hears of it: its own updates leave the width
+// and the hover's styles alone, and the edit id -1 makes it ignore the deltas plotly reports.
+function steer(figure, kind, data, traces) {
+  const name = `_py2js_${kind}`;
+  const message = kind === "restyle"
+    ? { restyle_data: data, restyle_traces: traces, trace_edit_id: -1, source_view_id: null }
+    : { relayout_data: data, layout_edit_id: -1, source_view_id: null };
+  const before = figure.attributes[name];
+  figure.attributes[name] = message;
+  try {
+    figure.trigger(`change:${name}`, figure, message);
+  } finally {
+    figure.attributes[name] = before;
+  }
+}
+
+// How wide the dashboard's charts may be: the visible tab's width, less the margins of the
+// chart in it (plotly would draw at its default 700 px, and only follow a window's resize).
+function chartWidth(dashboard) {
+  const panel = dashboard && dashboard.querySelector(".widget-tab-contents > :not(.lm-mod-hidden)");
+  if (!panel || !panel.clientWidth) return 0;
+  const chart = panel.querySelector(".js-plotly-plot");
+  const holder = chart ? chart.parentElement : panel;
+  const style = getComputedStyle(chart || holder);
+  const margins = chart ? parseFloat(style.marginLeft) + parseFloat(style.marginRight) : 8;
+  const padding = chart ? 0 : parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+  return Math.floor(holder.clientWidth - margins - padding);
+}
+
 function render({ model, el }) {
   const root = element("div", { class: "nbtune-table" });
   el.appendChild(root);
@@ -83,8 +116,8 @@ function render({ model, el }) {
       actions.appendChild(button);
     }
     tr.appendChild(actions);
-    tr.addEventListener("mouseenter", () => model.send({ type: "hover", trial_id: id }));
-    tr.addEventListener("mouseleave", () => model.send({ type: "hover", trial_id: null }));
+    tr.addEventListener("mouseenter", () => charts.highlight(id));
+    tr.addEventListener("mouseleave", () => charts.highlight(null));
     tr.addEventListener("click", () => model.send({ type: "select", trial_id: id }));
     return { tr, cells, buttons };
   }
@@ -167,15 +200,85 @@ function render({ model, el }) {
     next.disabled = state.page >= (state.pages || 1) - 1;
   }
 
+  const charts = chartSteering(model, el);
   const tellTheme = () => model.send({ type: "rendered", dark: isDark() });
   const observer = new MutationObserver(tellTheme);
   observer.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "class"] });
   for (const name of ["table", "sort", "descending", "status", "selected", "highlighted"]) {
     model.on(`change:${name}`, draw);
   }
+  model.on("change:table", charts.fit);
+  model.on("change:charts", charts.fit);
   draw();
   tellTheme();
-  return () => observer.disconnect();
+  return () => {
+    observer.disconnect();
+    charts.close();
+  };
+}
+
+// The table's hold on the dashboard's live charts (`model.get("charts")`: their model ids by
+// tab): their width, and the curve of the trial under the mouse drawn bold. Where a chart is
+// not a FigureWidget (static charts), the kernel draws the highlight: the hover goes to it.
+function chartSteering(model, el) {
+  const figures = new Map();
+  const widths = new Map();
+  let highlighted = null;
+  let restore = null;
+
+  async function figure(name) {
+    const id = (model.get("charts") || {})[name];
+    if (!id) return null;
+    if (!figures.has(id)) figures.set(id, model.widget_manager.get_model(id).catch(() => null));
+    return figures.get(id);
+  }
+
+  async function fit() {
+    const width = chartWidth(el.closest(".nbtune-dashboard"));
+    if (width < 100) return;
+    for (const name of Object.keys(model.get("charts") || {})) {
+      const chart = await figure(name);
+      const layout = chart && chart.get("_widget_layout");
+      if (!layout || (layout.width === width && widths.get(chart) === width)) continue;
+      widths.set(chart, width);
+      layout.width = width; // a view drawn from now on starts at this width
+      steer(chart, "relayout", { width }); // the views drawn already
+    }
+  }
+
+  function faint(chart, id) {
+    const data = chart.get("_widget_data") || [];
+    const traces = data.map((_, index) => index);
+    const was = {
+      opacity: data.map((trace) => trace.opacity ?? 1),
+      "line.width": data.map((trace) => (trace.line || {}).width ?? 2),
+      "line.color": data.map((trace) => (trace.line || {}).color ?? null),
+    };
+    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === id);
+    const own = `trial ${id}`;
+    steer(chart, "restyle", {
+      opacity: data.map((t, i) => (t.name === own ? 1 : t.name === `${own} forecast` ? was.opacity[i] : 0.25)),
+      "line.width": data.map((t, i) => (t.name === own ? 3.5 : was["line.width"][i])),
+      "line.color": data.map((t, i) => (t.name === own && row ? row.swatch : was["line.color"][i])),
+    }, traces);
+    return () => steer(chart, "restyle", was, traces);
+  }
+
+  async function highlight(id) {
+    highlighted = id;
+    const chart = await figure("learning curves");
+    if (highlighted !== id) return;
+    if (!chart) {
+      model.send({ type: "hover", trial_id: id });
+      return;
+    }
+    if (restore) restore();
+    restore = id === null ? null : faint(chart, id);
+  }
+
+  const resized = new ResizeObserver(() => fit());
+  resized.observe(el);
+  return { fit, highlight, close: () => resized.disconnect() };
 }
 
 export default { render };

@@ -97,9 +97,14 @@ class SharedFigure:
     with each tab opened. The tab that draws holds the figure; when another tab draws, the
     figure is cleared, drawn with that tab's chart and moved into it (the browser draws it anew
     with code it has loaded already).
+
+    Args:
+        tell: called with `by_tab()` whenever that changes, before the tab draws: the
+            browser's table, told so, sizes the figure before the browser draws it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tell: Callable[[dict[str, str]], None] | None = None) -> None:
+        self._tell = tell or (lambda charts: None)
         self.figure: Any = None
         self.owner: ChartTab | None = None
         self.made_at = -float("inf")
@@ -121,6 +126,7 @@ class SharedFigure:
                 self.owner.release()
             self.owner = tab
             self.clear()
+            self._tell(self.by_tab())
         return self.figure
 
     def drop(self) -> None:
@@ -128,6 +134,7 @@ class SharedFigure:
         if self.owner is not None:
             self.owner.release()
         self.owner = None
+        self._tell({})
 
     def clear(self) -> None:
         if self.figure is None:
