@@ -274,18 +274,24 @@ class Page:
             found.append(round((time.perf_counter() - started) * 1e3))
         return found
 
-    def open_tab(self, name: str) -> float:
-        """Click a tab of the dashboard; ms until its chart has drawn its first trace."""
+    def open_tab(self, name: str) -> float | None:
+        """Click a tab of the dashboard; ms until its chart has drawn its first trace (None:
+        not within 60 s)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
         tab = self.page.locator(".nbtune-dashboard .lm-TabBar-tab", has_text=name).first
         started = time.perf_counter()
         tab.click()
-        self.page.wait_for_function(
-            f"() => {{ const el = {VISIBLE_CHART};"
-            " return !!(el && el._fullLayout && el.data && el.data.length &&"
-            " el.querySelector('.main-svg')); }",
-            polling="raf",
-            timeout=60_000,
-        )
+        try:
+            self.page.wait_for_function(
+                f"() => {{ const el = {VISIBLE_CHART};"
+                " return !!(el && el._fullLayout && el.data && el.data.length &&"
+                " el.querySelector('.main-svg')); }",
+                polling="raf",
+                timeout=60_000,
+            )
+        except PlaywrightTimeout:
+            return None
         return round((time.perf_counter() - started) * 1e3)
 
     def hover_ms(self) -> float | None:
@@ -357,6 +363,7 @@ def measure(
             page.locator(TABLE_LINE).first.wait_for(timeout=120_000)
             began = time.perf_counter()
             samples, clicks, parcoords, hover = [watched.sample(began)], [], None, []
+            tabs_opened = False
             try:
                 while not page.evaluate(FINISHED):
                     page.wait_for_timeout(every * 1000)
@@ -364,8 +371,9 @@ def measure(
                     clicks += watched.click_ms()
                     if len(hover) < 3:
                         hover.append(watched.hover_ms())
-                    middle = samples[-1]["s"] > 0.5 * trials * reports * sleep / 4
-                    if parcoords is None and middle:
+                    middle = samples[-1]["s"] > 0.25 * trials * reports * sleep / 4
+                    if not tabs_opened and middle:
+                        tabs_opened = True
                         parcoords = watched.open_tab("parallel coordinates")
                         watched.open_tab("learning curves")
                     print(json.dumps({"sample": samples[-1]}), file=sys.stderr, flush=True)

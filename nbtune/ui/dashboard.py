@@ -72,8 +72,8 @@ from nbtune.ui.timeline import TimelineTab
 from nbtune.ui.views import (
     STATIC_EVERY_S,
     ChartTab,
+    LiveFigures,
     Look,
-    SharedFigure,
     TabPacer,
     trial_html,
 )
@@ -196,7 +196,7 @@ class Dashboard:
         self.static_table: StaticTable | None = None
         several = is_several(self.source.metric)
         self.tab_names = (*(("pareto",) if several else ()), *CHARTS, "timeline", *VIEWS)
-        self.shared = SharedFigure(lambda charts: self.table.set_trait("charts", charts))
+        self.shared = LiveFigures(lambda charts: self.table.set_trait("charts", charts))
         self.charts = {
             name: TimelineTab(self.source, self._ask_for_tab, self.shared)
             if name == "timeline"

@@ -504,11 +504,6 @@ def _memo(figure: go.Figure) -> dict:
     return memo
 
 
-def forget_drawn(figure: go.Figure) -> None:
-    """Forget what was last drawn into `figure` (it was cleared): the next drawing sends all."""
-    figure._nbtune_drawn = {}
-
-
 def _once(figure: go.Figure, key: str, signature: Hashable, draw: Callable[[], None]) -> None:
     """Call `draw()` unless it was last called with the same `signature` for `key`."""
     memo = _memo(figure)

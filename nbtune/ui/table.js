@@ -224,7 +224,6 @@ function chartSteering(model, el) {
   const figures = new Map();
   const widths = new Map();
   let highlighted = null;
-  let restore = null;
 
   async function figure(name) {
     const id = (model.get("charts") || {})[name];
@@ -246,24 +245,49 @@ function chartSteering(model, el) {
     }
   }
 
-  function faint(chart, id) {
+  // The kernel's own style of each curve, as the chart model holds it (the highlight changes
+  // only what the browser draws: see `drawOnly`).
+  function styles(chart) {
     const data = chart.get("_widget_data") || [];
-    const traces = data.map((_, index) => index);
-    const was = {
+    return {
+      names: data.map((trace) => trace.name),
       opacity: data.map((trace) => trace.opacity ?? 1),
       "line.width": data.map((trace) => (trace.line || {}).width ?? 2),
       "line.color": data.map((trace) => (trace.line || {}).color ?? null),
     };
-    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === id);
-    const own = `trial ${id}`;
-    steer(chart, "restyle", {
-      opacity: data.map((t, i) => (t.name === own ? 1 : t.name === `${own} forecast` ? was.opacity[i] : 0.25)),
-      "line.width": data.map((t, i) => (t.name === own ? 3.5 : was["line.width"][i])),
-      "line.color": data.map((t, i) => (t.name === own && row ? row.swatch : was["line.color"][i])),
-    }, traces);
-    return () => steer(chart, "restyle", was, traces);
   }
 
+  // Restyle the chart as drawn, leaving the model's copy of the kernel's figure as it was, so
+  // that the kernel's style can always be drawn back, however it changed meanwhile.
+  function drawOnly(chart, style) {
+    const data = chart.get("_widget_data") || [];
+    const kept = data.map((trace) => [trace.opacity, trace.line && { ...trace.line }]);
+    steer(chart, "restyle", style, data.map((_, index) => index));
+    data.forEach((trace, index) => {
+      const [opacity, line] = kept[index];
+      if (opacity === undefined) delete trace.opacity;
+      else trace.opacity = opacity;
+      if (line === undefined) delete trace.line;
+      else trace.line = line;
+    });
+  }
+
+  function draw(chart) {
+    const { names, ...own } = styles(chart);
+    if (highlighted === null) {
+      drawOnly(chart, own);
+      return;
+    }
+    const name = `trial ${highlighted}`;
+    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
+    drawOnly(chart, {
+      opacity: names.map((n, i) => (n === name || n === `${name} forecast` ? own.opacity[i] : 0.25)),
+      "line.width": names.map((n, i) => (n === name ? 3.5 : own["line.width"][i])),
+      "line.color": names.map((n, i) => (n === name && row ? row.swatch : own["line.color"][i])),
+    });
+  }
+
+  const followed = new Set();
   async function highlight(id) {
     highlighted = id;
     const chart = await figure("learning curves");
@@ -272,8 +296,14 @@ function chartSteering(model, el) {
       model.send({ type: "hover", trial_id: id });
       return;
     }
-    if (restore) restore();
-    restore = id === null ? null : faint(chart, id);
+    if (!followed.has(chart)) {
+      // The kernel restyles a curve now and then (a new best, a trial paused): draw the
+      // highlight over its new style.
+      followed.add(chart);
+      const again = () => setTimeout(() => highlighted !== null && draw(chart));
+      chart.on("change:_py2js_update change:_py2js_restyle change:_py2js_addTraces", again);
+    }
+    draw(chart);
   }
 
   const resized = new ResizeObserver(() => fit());

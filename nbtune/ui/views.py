@@ -33,6 +33,11 @@ TAIL_BYTES = 64 * 1024
 """How much of the end of a trial's output the per-trial view reads."""
 STATIC_EVERY_S = 1.0
 """How often a static chart is drawn again (the whole figure is sent, if it changed)."""
+DRAWN_MESSAGES = ["_js2py_traceDeltas", "_js2py_layoutDelta"]
+"""What plotly's browser side sends back once it has drawn a FigureWidget. plotly 7.1 sends its
+layout as "_js2py_widget_layoutDelta", which the kernel's FigureWidget does not know (and
+drops): waiting for the layout alone, the dashboard took every live chart for one the browser
+could not draw, and turned its charts static after a few seconds."""
 CHART_EVERY_S = 1.0
 """The shortest time between two drawings of the visible tab during a live run, unless the user
 asks for one (a tab, an option, a metric, a line picked). A chart's update makes plotly redraw
@@ -88,15 +93,13 @@ class TabPacer:
         return max(0.0, self.drawn[1] + CHART_EVERY_S - time.monotonic())
 
 
-class SharedFigure:
-    """The one live plotly figure that the dashboard's chart tabs take turns to draw into.
+class LiveFigures:
+    """The dashboard's live charts: a plotly `FigureWidget` per chart tab, made when the tab is
+    first drawn, and which of them shows.
 
-    Each plotly `FigureWidget` brings the browser its own copy of plotly.js (5 MB of code),
-    which a browser takes seconds to load and keeps for as long as the page lives: a figure per
-    tab made each tab's first drawing slow (parallel coordinates 2 to 3 s) and the page heavier
-    with each tab opened. The tab that draws holds the figure; when another tab draws, the
-    figure is cleared, drawn with that tab's chart and moved into it (the browser draws it anew
-    with code it has loaded already).
+    A chart's view is never moved or removed (plotly's browser side keeps listening for a
+    removed view, and fails on it); each FigureWidget brings the browser its own copy of
+    plotly.js (5 MB of code), which is why a tab's first drawing takes seconds.
 
     Args:
         tell: called with `by_tab()` whenever that changes, before the tab draws: the
@@ -105,79 +108,68 @@ class SharedFigure:
 
     def __init__(self, tell: Callable[[dict[str, str]], None] | None = None) -> None:
         self._tell = tell or (lambda charts: None)
-        self.figure: Any = None
+        self.figures: dict[str, Any] = {}
         self.owner: ChartTab | None = None
-        self.made_at = -float("inf")
-        """When the figure was made (`time.monotonic`)."""
-        self.rendered = False
-        """Whether a browser has drawn it (plotly's browser side sends its layout back)."""
+        """The tab that drew last (the one shown)."""
+        self.made_at: dict[str, float] = {}
+        """When each tab's figure was made (`time.monotonic`)."""
+        self.rendered: set[str] = set()
+        """The tabs whose figure a browser has drawn (see `DRAWN_MESSAGES`)."""
 
     def take(self, tab: ChartTab) -> Any:
-        """The figure, for `tab` to draw into: made on first use, cleared if another tab
-        drew into it last (that tab then shows a placeholder)."""
+        """`tab`'s figure, made on first use."""
         from nbtune.ui.live import LiveFigure
+        from nbtune.ui.subshell import serve_on_subshell
 
-        if self.figure is None:
-            self.figure = LiveFigure()
-            self.figure.observe(self._on_render, names="_js2py_layoutDelta")
-            self.made_at = time.monotonic()
+        if tab.name not in self.figures:
+            figure = self.figures[tab.name] = LiveFigure()
+            figure.observe(lambda _: self.rendered.add(tab.name), names=DRAWN_MESSAGES)
+            # What the browser sends back is heard while a cell is busy (`tuner.wait()`),
+            # as the buttons are: else the chart seems never drawn, and turns static.
+            serve_on_subshell([figure])
+            self.made_at[tab.name] = time.monotonic()
         if self.owner is not tab:
-            if self.owner is not None:
-                self.owner.release()
             self.owner = tab
-            self.clear()
             self._tell(self.by_tab())
-        return self.figure
+        return self.figures[tab.name]
 
     def drop(self) -> None:
-        """No tab holds the figure any more (the charts turned static)."""
-        if self.owner is not None:
-            self.owner.release()
+        """No live chart shows any more (the charts turned static)."""
         self.owner = None
         self._tell({})
 
-    def clear(self) -> None:
-        if self.figure is None:
-            return
-        from nbtune.ui.figures import forget_drawn
-
-        with self.figure.drawing_lock:
-            self.figure.data = ()
-            self.figure.layout = {}
-            forget_drawn(self.figure)
-
     def by_tab(self) -> dict[str, str]:
-        """The figure's widget model id, by the tab that shows it (none before the first
-        chart): what the browser's table steers (see `nbtune.ui.table.TrialTableWidget`)."""
-        return {} if self.owner is None else {self.owner.name: self.figure.model_id}
-
-    def _on_render(self, change: Mapping[str, Any]) -> None:
-        self.rendered = True
+        """The widget model id of the chart shown, by its tab (none before the first chart):
+        what the browser's table steers (see `nbtune.ui.table.TrialTableWidget`)."""
+        if self.owner is None:
+            return {}
+        return {self.owner.name: self.figures[self.owner.name].model_id}
 
 
 class ChartTab:
     """One chart of the dashboard, drawn in place on every redraw.
 
-    With a front end that draws anywidgets, the chart is drawn into the dashboard's
-    `SharedFigure` (a plotly `FigureWidget`, made when the first chart is shown); otherwise
+    With a front end that draws anywidgets, the chart is a plotly `FigureWidget` of the
+    dashboard's `LiveFigures`, made when the tab is first drawn; otherwise
     (`static=True`) a plain figure sent as plotly's own output about once a second, which every
     notebook front end renders without widgets.
 
     Args:
         name: the tab's name, which says what it draws.
         changed: called when the user changes one of the chart's own options.
-        shared: the live figure the dashboard's charts share (by default, one of its own).
+        shared: the dashboard's live charts (by default, of this chart alone).
     """
 
     def __init__(
-        self, name: str, changed: Callable[[], None], shared: SharedFigure | None = None
+        self, name: str, changed: Callable[[], None], shared: LiveFigures | None = None
     ) -> None:
         self.name = name
         self.figure: Any = None
-        self.shared = shared or SharedFigure()
+        self.shared = shared or LiveFigures()
         self.options = CurveOptions(changed) if name == "learning curves" else None
-        self._placeholder = widgets.HTML("<i>drawing…</i>")
-        self.holder = widgets.Box([self._placeholder], layout=widgets.Layout(width="100%"))
+        self.holder = widgets.Box(
+            [widgets.HTML("<i>drawing…</i>")], layout=widgets.Layout(width="100%")
+        )
         parts = [self.options.widget] if self.options else []
         self.widget = widgets.VBox([*parts, self.holder])
         self._drawn: dict = {}
@@ -190,7 +182,7 @@ class ChartTab:
 
     @property
     def made_at(self) -> float:
-        return self.shared.made_at
+        return self.shared.made_at.get(self.name, -float("inf"))
 
     def reset(self) -> None:
         """Forget what was drawn: the next draw starts from an empty figure."""
@@ -198,18 +190,10 @@ class ChartTab:
         self._static_sent = ""
         if self.figure is None:
             return
-        if self.shared.owner is self:
-            self.shared.clear()
-            return
         lock = getattr(self.figure, "drawing_lock", None) or contextlib.nullcontext()
         with lock:
             self.figure.data = ()
             self.figure.layout = {}
-
-    def release(self) -> None:
-        """Another tab took the live figure: show a placeholder until this one draws again."""
-        self._drawn.clear()
-        self.holder.children = [self._placeholder]
 
     def draw(
         self,
@@ -235,7 +219,7 @@ class ChartTab:
 
     def waits_to_render(self) -> bool:
         """Whether the chart is a FigureWidget the browser has not drawn yet."""
-        return self.shared.owner is self and not self.shared.rendered
+        return self.name in self.shared.figures and self.name not in self.shared.rendered
 
     def _draw_static(self, trials, rows, metric, mode, look: Look) -> None:
         import plotly.graph_objects as go
