@@ -7,16 +7,11 @@ five runs until the test stops the run. The last cell, `tuner.wait()`, is busy t
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
 from waiting import eventually
 
 pytestmark = pytest.mark.browser
 
-KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 METRIC = "validation_cross_entropy_after_label_smoothing"
 CELLS = (
     "import time\nimport nbtune as nt",
@@ -79,20 +74,11 @@ CLIPPED_BUTTONS = """root => [...root.querySelectorAll('button.jupyter-button')]
   .map(b => b.textContent.trim())"""
 
 
-def write_notebook(folder: Path) -> Path:
-    path = folder / "layout.ipynb"
-    notebook = new_notebook(
-        cells=[new_code_cell(source) for source in CELLS], metadata={"kernelspec": KERNELSPEC}
-    )
-    nbformat.write(notebook, path)
-    return path
-
-
 @pytest.fixture
-def narrow_run(lab_dir, open_notebook):
+def narrow_run(code_notebook, open_notebook):
     """The run's notebook open in an 800 px wide window, every chart's first drawing recorded,
     its cells running; yields (notebook, the dashboard's root) once the table shows."""
-    notebook = open_notebook(write_notebook(lab_dir))
+    notebook = open_notebook(code_notebook("layout.ipynb", CELLS))
     notebook.page.set_viewport_size({"width": WIDTH, "height": 900})
     notebook.wait_for_idle_kernel()
     notebook.page.evaluate(RECORD_FIRST_DRAWS)

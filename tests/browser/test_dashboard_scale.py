@@ -9,18 +9,13 @@ took for one the browser cannot draw would be static by then.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
 from waiting import eventually
 
 from nbtune.ui.dashboard import CHART_GRACE, RENDER_GRACE_S
 
 pytestmark = pytest.mark.browser
 
-KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 CELLS = (
     "import time\nimport nbtune as nt",
     "def train(config):\n"
@@ -54,15 +49,6 @@ STYLES = """root => {
 }"""
 
 
-def write_notebook(folder: Path) -> Path:
-    path = folder / "scale.ipynb"
-    notebook = new_notebook(
-        cells=[new_code_cell(source) for source in CELLS], metadata={"kernelspec": KERNELSPEC}
-    )
-    nbformat.write(notebook, path)
-    return path
-
-
 def dom_nodes(page) -> int:
     """DOM nodes alive in the page, attached or not, after a full garbage collection."""
     devtools = page.context.new_cdp_session(page)
@@ -73,9 +59,9 @@ def dom_nodes(page) -> int:
 
 
 def test_a_busy_run_keeps_a_live_chart_a_flat_page_and_highlights_in_the_browser(
-    lab_dir, open_notebook
+    code_notebook, open_notebook
 ):
-    notebook = open_notebook(write_notebook(lab_dir))
+    notebook = open_notebook(code_notebook("scale.ipynb", CELLS))
     notebook.wait_for_idle_kernel()
     notebook.run_all()
     root = notebook.output(".nbtune-dashboard").first
