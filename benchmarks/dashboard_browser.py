@@ -364,8 +364,9 @@ def measure(
             began = time.perf_counter()
             samples, clicks, parcoords, hover = [watched.sample(began)], [], None, []
             tabs_opened = False
+            longest = 3 * trials * reports * sleep / 4 + 60  # s; a trial left paused never ends
             try:
-                while not page.evaluate(FINISHED):
+                while not page.evaluate(FINISHED) and time.perf_counter() - began < longest:
                     page.wait_for_timeout(every * 1000)
                     samples.append(watched.sample(began))
                     clicks += watched.click_ms()
