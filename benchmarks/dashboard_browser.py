@@ -251,7 +251,10 @@ class Page:
             return []
         from playwright.sync_api import Error as PlaywrightError
 
-        trial = row.first.get_attribute("data-trial")
+        try:
+            trial = row.first.get_attribute("data-trial", timeout=2000)
+        except PlaywrightError:  # the trial ended meanwhile, its line left the page
+            return []
         found = []
         for action, shows in (("pause", "!== 'running'"), ("resume", "!== 'paused'")):
             button = page.locator(f'tr[data-trial="{trial}"] button[data-action="{action}"]')
