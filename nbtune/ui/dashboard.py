@@ -71,7 +71,14 @@ from nbtune.ui.table import (
     table_page,
 )
 from nbtune.ui.timeline import TimelineTab
-from nbtune.ui.views import STATIC_EVERY_S, ChartTab, Look, trial_html
+from nbtune.ui.views import (
+    STATIC_EVERY_S,
+    ChartTab,
+    LiveFigures,
+    Look,
+    TabPacer,
+    trial_html,
+)
 
 logger = logging.getLogger("nbtune")
 
@@ -84,6 +91,10 @@ RETRY_AFTER_S = 5.0
 RENDER_GRACE_S = 8.0
 """How long the browser has to draw the table, or a chart once it is made, before the dashboard
 falls back to static HTML."""
+CHART_GRACE = 4
+"""A live chart has this many times `RENDER_GRACE_S` to be drawn before the charts turn static:
+each is a plotly FigureWidget whose 5 MB of code a busy browser takes seconds to load, and
+static charts cost a browser far more over a long run (a new drawing each time)."""
 BUILD_TIMEOUT_S = 60.0
 """How long a redraw asked for from another thread waits for the widgets to be built."""
 _STYLE = (
@@ -134,6 +145,7 @@ class Dashboard:
         self._disk = ""
         self._disk_read_at = -math.inf
         self._failed = FailedTrials(source)
+        self.pacer = TabPacer()
         self._dirty = threading.Event()
         self._charts_loaded = threading.Event()
         self._closing = threading.Event()
@@ -192,10 +204,11 @@ class Dashboard:
         self.static_table: StaticTable | None = None
         several = is_several(self.source.metric)
         self.tab_names = (*(("pareto",) if several else ()), *CHARTS, "timeline", *VIEWS)
+        self.shared = LiveFigures(lambda charts: self.table.set_trait("charts", charts))
         self.charts = {
-            name: TimelineTab(self.source, self._changed)
+            name: TimelineTab(self.source, self._changed, self.shared)
             if name == "timeline"
-            else ChartTab(name, self._changed)
+            else ChartTab(name, self._changed, self.shared)
             for name in self.tab_names
             if name not in VIEWS
         }
@@ -215,9 +228,10 @@ class Dashboard:
             titles=self.tab_names,
         )
         self.tabs.observe(self._on_tab, names="selected_index")
-        self.controls = widgets.HBox(
-            [self.pause_all, self.resume_all, self.stop_all, self.concurrency]
-        )
+        buttons = [self.pause_all, self.resume_all, self.stop_all]
+        for button in buttons:
+            button.layout = _whole()
+        self.controls = widgets.HBox([*buttons, self.concurrency], layout=_whole("row wrap"))
         self.controls.layout.display = "" if self.live else "none"
         self.hints = SpaceHints(self.source, self._act)
         self.clicks_while_busy = self.live and self._serve_clicks_on_subshell()
@@ -262,17 +276,17 @@ class Dashboard:
     def selected_tab(self) -> str:
         return self.tab_names[self.tabs.selected_index or 0]
 
-    def redraw(self) -> None:
-        """Draw the current snapshot; only the visible chart or view is recomputed.
+    def redraw(self, throttled: bool = False) -> None:
+        """Draw the current snapshot; only the visible tab is drawn, `throttled` when due.
 
         Each part that fails shows one line instead (see `failures`); it does not stop the others.
         Called before the widgets are built and plotly imported, it waits for them (up to
         `BUILD_TIMEOUT_S` each).
         """
         if self.ready.wait(BUILD_TIMEOUT_S) and self._charts_loaded.wait(BUILD_TIMEOUT_S):
-            self._draw()
+            self._draw(throttled)
 
-    def _draw(self) -> None:
+    def _draw(self, throttled: bool = False) -> None:
         """`redraw`, without waiting for plotly: the charts wait for it, not the rest."""
         with self._lock:
             trials, rows = self.source.snapshot()
@@ -280,7 +294,8 @@ class Dashboard:
             self._guarded("table", lambda: self._draw_top(trials, live))
             self._guarded("hints", lambda: self.hints.draw(live))
             tab = self.selected_tab
-            self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
+            if not throttled or self.pacer.due(tab, self._closing.is_set()):
+                self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
             self._draw_message()
             self.redraws += 1
 
@@ -393,7 +408,8 @@ class Dashboard:
             chart = self.charts[tab]
             horizon = view_horizon(self.source, trials) if tab == "learning curves" else None
             infeasible = self.source.constraints.infeasible(trials)
-            look = Look(self.dark, self.highlighted, self.log_scale, horizon, infeasible)
+            highlight = self.highlighted if self.static_charts else None  # else: table.js
+            look = Look(self.dark, highlight, self.log_scale, horizon, infeasible)
             if tab in self.pickers.widgets:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
@@ -406,6 +422,7 @@ class Dashboard:
     def _changed(self) -> None:
         """The user changed what to show: redraw, at once if no refresh thread does (the run has
         ended, or is not live here); locked, so its last redraw or this one draws it."""
+        self.pacer.ask()
         self._dirty.set()
         with self._lock:
             if self._over:
@@ -474,13 +491,13 @@ class Dashboard:
             return
         _on_thread("nbtune-dashboard-charts", _load_charts, self)
         while True:
-            self._dirty.wait(STATIC_EVERY_S if self.static_charts else None)
+            self._dirty.wait(STATIC_EVERY_S if self.static_charts else self.pacer.wait_s())
             self._dirty.clear()
             self._guarded("dashboard", self._check_front_end)
             with self._lock:
                 self._over = self._closing.is_set()
                 # the last one waits for plotly: the charts too show the end
-                (self.redraw if self._over else self._draw)()
+                (self.redraw if self._over else self._draw)(throttled=True)
             if not self._over:
                 self._closing.wait(self.refresh_s)
             elif self._dirty.is_set():  # the end came before the browser drew: check again
@@ -503,7 +520,7 @@ class Dashboard:
                 self._dirty.set()
             return
         waiting = [chart for chart in self.charts.values() if chart.waits_to_render()]
-        if any(now - chart.made_at >= RENDER_GRACE_S for chart in waiting):
+        if any(now - chart.made_at >= RENDER_GRACE_S * CHART_GRACE for chart in waiting):
             self.use_static(table=False)
         elif waiting:
             self._dirty.set()
@@ -525,6 +542,7 @@ class Dashboard:
                 self.static_charts = True
                 for chart in self.charts.values():
                     chart.reset()
+                self.shared.drop()
         self._dirty.set()
 
     # ----- commands ---------------------------------------------------------------------------
@@ -693,7 +711,7 @@ def _load_charts(dashboard: Dashboard) -> None:
     out, so that the table shows the first results without waiting seconds for plotly."""
     dashboard._guarded("charts", import_plotly)
     dashboard._charts_loaded.set()
-    dashboard._dirty.set()
+    dashboard._changed()
 
 
 def import_plotly() -> None:
@@ -715,6 +733,14 @@ def _notice_html(notice: str, drawing: bool) -> str:
     """The dashboard's notice, under "drawing the table…" while the browser has not drawn it."""
     lines = ["drawing the table…"] if drawing else []
     return "<br>".join(f"<i>{html.escape(line)}</i>" for line in [*lines, notice] if line)
+
+
+def _whole(flow: str | None = None) -> widgets.Layout:
+    """A layout that keeps a control as wide as its label in a narrow window (a flex row would
+    shrink a button to "⏸ ..."), and with `flow` ("row wrap") lets a row of them wrap."""
+    if flow:
+        return widgets.Layout(flex_flow=flow)
+    return widgets.Layout(width="auto", flex="0 0 auto")
 
 
 def _first_line(exc: Exception) -> str:

@@ -14,6 +14,39 @@ function element(tag, attributes = {}, text = "") {
   return node;
 }
 
+// The dashboard's plotly charts, steered from here without a kernel round trip. Each is a
+// plotly FigureWidget whose browser side applies a "_py2js_restyle" or "_py2js_relayout"
+// change event to every view it has; raising that event here (the value set on the model's
+// attributes, not through `set`, so that nothing is sent back to the kernel) restyles or
+// resizes the chart at once. The kernel never hears of it: its own updates leave the width
+// and the hover's styles alone, and the edit id -1 makes it ignore the deltas plotly reports.
+function steer(figure, kind, data, traces) {
+  const name = `_py2js_${kind}`;
+  const message = kind === "restyle"
+    ? { restyle_data: data, restyle_traces: traces, trace_edit_id: -1, source_view_id: null }
+    : { relayout_data: data, layout_edit_id: -1, source_view_id: null };
+  const before = figure.attributes[name];
+  figure.attributes[name] = message;
+  try {
+    figure.trigger(`change:${name}`, figure, message);
+  } finally {
+    figure.attributes[name] = before;
+  }
+}
+
+// How wide the dashboard's charts may be: the visible tab's width, less the margins of the
+// chart in it (plotly would draw at its default 700 px, and only follow a window's resize).
+function chartWidth(dashboard) {
+  const panel = dashboard && dashboard.querySelector(".widget-tab-contents > :not(.lm-mod-hidden)");
+  if (!panel || !panel.clientWidth) return 0;
+  const chart = panel.querySelector(".js-plotly-plot");
+  const holder = chart ? chart.parentElement : panel;
+  const style = getComputedStyle(chart || holder);
+  const margins = chart ? parseFloat(style.marginLeft) + parseFloat(style.marginRight) : 8;
+  const padding = chart ? 0 : parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+  return Math.floor(holder.clientWidth - margins - padding);
+}
+
 function render({ model, el }) {
   const root = element("div", { class: "nbtune-table" });
   el.appendChild(root);
@@ -83,8 +116,8 @@ function render({ model, el }) {
       actions.appendChild(button);
     }
     tr.appendChild(actions);
-    tr.addEventListener("mouseenter", () => model.send({ type: "hover", trial_id: id }));
-    tr.addEventListener("mouseleave", () => model.send({ type: "hover", trial_id: null }));
+    tr.addEventListener("mouseenter", () => charts.highlight(id));
+    tr.addEventListener("mouseleave", () => charts.highlight(null));
     tr.addEventListener("click", () => model.send({ type: "select", trial_id: id }));
     return { tr, cells, buttons };
   }
@@ -169,15 +202,115 @@ function render({ model, el }) {
     next.disabled = state.page >= (state.pages || 1) - 1;
   }
 
+  const charts = chartSteering(model, el);
   const tellTheme = () => model.send({ type: "rendered", dark: isDark() });
   const observer = new MutationObserver(tellTheme);
   observer.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "class"] });
   for (const name of ["table", "sort", "descending", "status", "selected", "highlighted"]) {
     model.on(`change:${name}`, draw);
   }
+  model.on("change:table", charts.fit);
+  model.on("change:charts", charts.fit);
   draw();
   tellTheme();
-  return () => observer.disconnect();
+  return () => {
+    observer.disconnect();
+    charts.close();
+  };
+}
+
+// The table's hold on the dashboard's live charts (`model.get("charts")`: their model ids by
+// tab): their width, and the curve of the trial under the mouse drawn bold. Where a chart is
+// not a FigureWidget (static charts), the kernel draws the highlight: the hover goes to it.
+function chartSteering(model, el) {
+  const figures = new Map();
+  const widths = new Map();
+  let highlighted = null;
+
+  async function figure(name) {
+    const id = (model.get("charts") || {})[name];
+    if (!id) return null;
+    if (!figures.has(id)) figures.set(id, model.widget_manager.get_model(id).catch(() => null));
+    return figures.get(id);
+  }
+
+  async function fit() {
+    const width = chartWidth(el.closest(".nbtune-dashboard"));
+    if (width < 100) return;
+    for (const name of Object.keys(model.get("charts") || {})) {
+      const chart = await figure(name);
+      const layout = chart && chart.get("_widget_layout");
+      if (!layout || (layout.width === width && widths.get(chart) === width)) continue;
+      widths.set(chart, width);
+      layout.width = width; // a view drawn from now on starts at this width
+      steer(chart, "relayout", { width }); // the views drawn already
+    }
+  }
+
+  // The kernel's own style of each curve, as the chart model holds it (the highlight changes
+  // only what the browser draws: see `drawOnly`).
+  function styles(chart) {
+    const data = chart.get("_widget_data") || [];
+    return {
+      names: data.map((trace) => trace.name),
+      opacity: data.map((trace) => trace.opacity ?? 1),
+      "line.width": data.map((trace) => (trace.line || {}).width ?? 2),
+      "line.color": data.map((trace) => (trace.line || {}).color ?? null),
+    };
+  }
+
+  // Restyle the chart as drawn, leaving the model's copy of the kernel's figure as it was, so
+  // that the kernel's style can always be drawn back, however it changed meanwhile.
+  function drawOnly(chart, style) {
+    const data = chart.get("_widget_data") || [];
+    const kept = data.map((trace) => [trace.opacity, trace.line && { ...trace.line }]);
+    steer(chart, "restyle", style, data.map((_, index) => index));
+    data.forEach((trace, index) => {
+      const [opacity, line] = kept[index];
+      if (opacity === undefined) delete trace.opacity;
+      else trace.opacity = opacity;
+      if (line === undefined) delete trace.line;
+      else trace.line = line;
+    });
+  }
+
+  function draw(chart) {
+    const { names, ...own } = styles(chart);
+    if (highlighted === null) {
+      drawOnly(chart, own);
+      return;
+    }
+    const name = `trial ${highlighted}`;
+    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
+    drawOnly(chart, {
+      opacity: names.map((n, i) => (n === name || n === `${name} forecast` ? own.opacity[i] : 0.25)),
+      "line.width": names.map((n, i) => (n === name ? 3.5 : own["line.width"][i])),
+      "line.color": names.map((n, i) => (n === name && row ? row.swatch : own["line.color"][i])),
+    });
+  }
+
+  const followed = new Set();
+  async function highlight(id) {
+    highlighted = id;
+    const chart = await figure("learning curves");
+    if (highlighted !== id) return;
+    if (!chart) {
+      model.send({ type: "hover", trial_id: id });
+      return;
+    }
+    if (!followed.has(chart)) {
+      // The kernel restyles a curve now and then (a new best, a trial paused): draw the
+      // highlight over its new style.
+      followed.add(chart);
+      const again = () => setTimeout(() => highlighted !== null && draw(chart));
+      chart.on("change:_py2js_update change:_py2js_restyle change:_py2js_addTraces", again);
+    }
+    draw(chart);
+  }
+
+  const resized = new ResizeObserver(() => fit());
+  resized.observe(el);
+  return { fit, highlight, close: () => resized.disconnect() };
 }
 
 export default { render };

@@ -400,8 +400,9 @@ class TrialTableWidget(anywidget.AnyWidget):
 
     The browser sends `{"type": "rendered", "dark": bool}` when it draws the table and whenever
     the notebook's theme changes, `{"type": "sort", "key": ...}`, `{"type": "filter", ...}`,
-    `{"type": "page", "step": ±1}`, `{"type": "hover" | "select", "trial_id": id | None}` and
-    `{"type": "action", "action": ..., "trial_id": ...}`.
+    `{"type": "page", "step": ±1}`, `{"type": "select", "trial_id": id | None}`,
+    `{"type": "action", "action": ..., "trial_id": ...}`, and `{"type": "hover", ...}` only
+    where the learning curves are not a live chart it can highlight itself (see `charts`).
     """
 
     _esm = pathlib.Path(__file__).with_name("table.js")
@@ -412,6 +413,10 @@ class TrialTableWidget(anywidget.AnyWidget):
     status = traitlets.Unicode("all").tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
     highlighted = traitlets.Int(-1).tag(sync=True)
+    charts = traitlets.Dict().tag(sync=True)
+    """The model ids of the dashboard's live charts (plotly FigureWidgets), by tab: the
+    browser's table sizes them to the dashboard's width, and highlights the curve of the trial
+    under the mouse without asking the kernel."""
 
 
 class StaticTable:

@@ -25,7 +25,7 @@ import ipywidgets as widgets
 from nbtune.metrics import format_number
 from nbtune.timeline import HOWS, JournalTimeline, timeline
 from nbtune.trial import Trial
-from nbtune.ui.views import ChartTab, Look
+from nbtune.ui.views import ChartTab, LiveFigures, Look
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -300,10 +300,13 @@ class TimelineTab(ChartTab):
     Args:
         source: the dashboard's source; its `path` holds the journal.
         changed: called when the user changes the toggle.
+        shared: the dashboard's live charts (see `ChartTab`).
     """
 
-    def __init__(self, source: DashboardSource, changed: Any) -> None:
-        super().__init__("timeline", changed)
+    def __init__(
+        self, source: DashboardSource, changed: Any, shared: LiveFigures | None = None
+    ) -> None:
+        super().__init__("timeline", changed, shared)
         self.source = source
         self.journal = JournalTimeline(source.path)
         self.by = widgets.ToggleButtons(

@@ -33,6 +33,17 @@ TAIL_BYTES = 64 * 1024
 """How much of the end of a trial's output the per-trial view reads."""
 STATIC_EVERY_S = 1.0
 """How often a static chart is drawn again (the whole figure is sent, if it changed)."""
+DRAWN_MESSAGES = ["_js2py_traceDeltas", "_js2py_layoutDelta"]
+"""What plotly's browser side sends back once it has drawn a FigureWidget. plotly 7.1 sends its
+layout as "_js2py_widget_layoutDelta", which the kernel's FigureWidget does not know (and
+drops): waiting for the layout alone, the dashboard took every live chart for one the browser
+could not draw, and turned its charts static after a few seconds."""
+CHART_EVERY_S = 1.0
+"""The shortest time between two drawings of the visible tab during a live run, unless the user
+asks for one (a tab, an option, a metric, a line picked). A chart's update makes plotly redraw
+every curve and send its whole state back to the kernel: ten a second kept a browser busy
+all the time in a run of 64 trials. The header and the table still redraw ten times a
+second."""
 STATIC_WEBGL_EVERY_S = 5.0
 """The same for parallel coordinates, which plotly.js draws with WebGL: each new drawing costs
 a browser without a GPU seconds."""
@@ -51,40 +62,134 @@ class Look:
     """The trials that miss one of the run's constraints: marked in the charts."""
 
 
+class TabPacer:
+    """When the dashboard's live refresh draws the visible tab: at most every `CHART_EVERY_S`,
+    at once when the user asked for something or another tab shows, and at the run's end."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.drawn: tuple[str, float] = ("", -float("inf"))
+        """The tab drawn last, and when (`time.monotonic`)."""
+        self.behind = False
+        """Whether the last refresh left the visible tab out."""
+
+    def ask(self) -> None:
+        """The user changed what the visible tab shows: draw it at the next refresh."""
+        self.asked = True
+
+    def due(self, tab: str, ending: bool) -> bool:
+        """Whether to draw `tab` at this refresh; noted as drawn if so."""
+        now = time.monotonic()
+        drawn, at = self.drawn
+        due = self.asked or ending or tab != drawn or now - at >= CHART_EVERY_S
+        if due:
+            self.drawn, self.asked = (tab, now), False
+        self.behind = not due
+        return due
+
+    def wait_s(self) -> float | None:
+        """How long the refresh may sleep if nothing happens: until the tab it left out is due
+        (None: until the next event)."""
+        if not self.behind:
+            return None
+        return max(0.0, self.drawn[1] + CHART_EVERY_S - time.monotonic())
+
+
+class LiveFigures:
+    """The dashboard's live charts: a plotly `FigureWidget` per chart tab, made when the tab is
+    first drawn, and which of them shows.
+
+    A chart's view is never moved or removed (plotly's browser side keeps listening for a
+    removed view, and fails on it); each FigureWidget brings the browser its own copy of
+    plotly.js (5 MB of code), which is why a tab's first drawing takes seconds.
+
+    Args:
+        tell: called with `by_tab()` whenever that changes, before the tab draws: the
+            browser's table, told so, sizes the figure before the browser draws it.
+    """
+
+    def __init__(self, tell: Callable[[dict[str, str]], None] | None = None) -> None:
+        self._tell = tell or (lambda charts: None)
+        self.figures: dict[str, Any] = {}
+        self.owner: ChartTab | None = None
+        """The tab that drew last (the one shown)."""
+        self.made_at: dict[str, float] = {}
+        """When each tab's figure was made (`time.monotonic`)."""
+        self.rendered: set[str] = set()
+        """The tabs whose figure a browser has drawn (see `DRAWN_MESSAGES`)."""
+
+    def take(self, tab: ChartTab) -> Any:
+        """`tab`'s figure, made on first use."""
+        from nbtune.ui.live import LiveFigure
+        from nbtune.ui.subshell import serve_on_subshell
+
+        if tab.name not in self.figures:
+            figure = self.figures[tab.name] = LiveFigure()
+            figure.observe(lambda _: self.rendered.add(tab.name), names=DRAWN_MESSAGES)
+            # What the browser sends back is heard while a cell is busy (`tuner.wait()`),
+            # as the buttons are: else the chart seems never drawn, and turns static.
+            serve_on_subshell([figure])
+            self.made_at[tab.name] = time.monotonic()
+        if self.owner is not tab:
+            self.owner = tab
+            self._tell(self.by_tab())
+        return self.figures[tab.name]
+
+    def drop(self) -> None:
+        """No live chart shows any more (the charts turned static)."""
+        self.owner = None
+        self._tell({})
+
+    def by_tab(self) -> dict[str, str]:
+        """The widget model id of the chart shown, by its tab (none before the first chart):
+        what the browser's table steers (see `nbtune.ui.table.TrialTableWidget`)."""
+        if self.owner is None:
+            return {}
+        return {self.owner.name: self.figures[self.owner.name].model_id}
+
+
 class ChartTab:
     """One chart of the dashboard, drawn in place on every redraw.
 
-    With a front end that draws anywidgets, the chart is a plotly `FigureWidget` made when the
-    tab is first shown; otherwise (`static=True`) a plain figure sent as plotly's own output
-    about once a second, which every notebook front end renders without widgets.
+    With a front end that draws anywidgets, the chart is a plotly `FigureWidget` of the
+    dashboard's `LiveFigures`, made when the tab is first drawn; otherwise
+    (`static=True`) a plain figure sent as plotly's own output about once a second, which every
+    notebook front end renders without widgets.
 
     Args:
         name: the tab's name, which says what it draws.
         changed: called when the user changes one of the chart's own options.
+        shared: the dashboard's live charts (by default, of this chart alone).
     """
 
-    def __init__(self, name: str, changed: Callable[[], None]) -> None:
+    def __init__(
+        self, name: str, changed: Callable[[], None], shared: LiveFigures | None = None
+    ) -> None:
         self.name = name
         self.figure: Any = None
+        self.shared = shared or LiveFigures()
         self.options: CurveOptions | ParameterOptions | None = None
         if name == "learning curves":
             self.options = CurveOptions(changed)
         elif name == "parameters":
-            self.options = ParameterOptions(changed, self.restart)
+            # the scatter and the contour differ in traces and axes: each starts on a clean figure
+            self.options = ParameterOptions(changed, self.reset)
         self.holder = widgets.Box(
             [widgets.HTML("<i>drawing…</i>")], layout=widgets.Layout(width="100%")
         )
         parts = [self.options.widget] if self.options else []
         self.widget = widgets.VBox([*parts, self.holder])
         self._drawn: dict = {}
-        self.made_at = -float("inf")
-        self.rendered = False
         self._static_at = -float("inf")
         self._output: widgets.Output | None = None
         self._static_sent = ""
 
     def controls(self) -> list[widgets.Widget]:
         return self.options.controls if self.options else []
+
+    @property
+    def made_at(self) -> float:
+        return self.shared.made_at.get(self.name, -float("inf"))
 
     def reset(self) -> None:
         """Forget what was drawn: the next draw starts from an empty figure."""
@@ -109,37 +214,19 @@ class ChartTab:
         if static:
             self._draw_static(trials, rows, metric, mode, look)
             return
-        figure = self._live_figure()
+        figure = self.shared.take(self)
+        if self.figure is not figure:
+            self.figure = figure
+            self._drawn.clear()
         self._plot(figure, trials, rows, metric, mode, look)
         with figure.drawing_lock:
             _remember_state(figure)
-
-    def restart(self) -> None:
-        """Draw into a new figure from the next redraw: the chart changes its kind (the
-        parameters tab from its scatter to its contour), which a figure's traces and axes
-        cannot follow in place."""
-        self.figure = None
-        self._output = None
-        self._drawn.clear()
-
-    def _live_figure(self) -> Any:
-        from nbtune.ui.live import LiveFigure
-
-        if not isinstance(self.figure, LiveFigure):
-            self.figure = LiveFigure()
-            self.figure.observe(self._on_render, names="_js2py_layoutDelta")
-            self.made_at = time.monotonic()
-            self._drawn.clear()
-            self.holder.children = [self.figure]
-        return self.figure
-
-    def _on_render(self, change: Mapping[str, Any]) -> None:
-        """plotly's browser side sends its layout once it has drawn the figure."""
-        self.rendered = True
+        if tuple(self.holder.children) != (figure,):
+            self.holder.children = [figure]  # after its drawing: the browser draws it whole
 
     def waits_to_render(self) -> bool:
         """Whether the chart is a FigureWidget the browser has not drawn yet."""
-        return self.figure is not None and self.made_at > -float("inf") and not self.rendered
+        return self.name in self.shared.figures and self.name not in self.shared.rendered
 
     def _draw_static(self, trials, rows, metric, mode, look: Look) -> None:
         import plotly.graph_objects as go
@@ -162,6 +249,9 @@ class ChartTab:
             return
         self._static_sent = text
         spec = json.loads(text)
+        # Not plotly's "responsive" config: it ties each drawing to the window for good (a
+        # resize listener that JupyterLab's renderer never removes), so every redraw would
+        # leave its whole chart behind in the page; the renderer resizes the chart itself.
         bundle = {"application/vnd.plotly.v1+json": spec}
         bundle["text/plain"] = f"nbtune chart: {self.name}"
         self._output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)

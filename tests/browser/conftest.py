@@ -696,3 +696,23 @@ def open_notebook(
         for server in {id(nb.server): nb.server for _, nb in opened}.values() or [lab_server]:
             with contextlib.suppress(OSError, ValueError):  # URLError is an OSError
                 server.shutdown_kernels()
+
+
+@pytest.fixture
+def code_notebook(lab_dir) -> Callable[[str, Sequence[str]], Path]:
+    """Factory: `code_notebook(name, cells)` writes a notebook of those code cells into
+    `lab_dir`, asking for the `python3` kernel (no kernel dialog); returns its path."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    kernelspec = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+    def write(name: str, cells: Sequence[str]) -> Path:
+        path = lab_dir / name
+        notebook = new_notebook(
+            cells=[new_code_cell(source) for source in cells], metadata={"kernelspec": kernelspec}
+        )
+        nbformat.write(notebook, path)
+        return path
+
+    return write

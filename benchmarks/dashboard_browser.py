@@ -1,0 +1,468 @@
+"""What the live dashboard costs a real browser over a long run (JupyterLab in Debian's Chromium).
+
+Prints one JSON line per figure:
+
+    python benchmarks/dashboard_browser.py [--trials 64 --reports 100] [--quick]
+
+A notebook runs `trials` trials of `reports` reports each, 4 at a time, its last cell
+`tuner.wait()` busy all along, the dashboard on its first tab (the learning curves). Every
+`--every` seconds the page is measured through the Chrome DevTools Protocol after a forced
+garbage collection (`HeapProfiler.collectGarbage`, then `Performance.getMetrics`):
+
+1. `heap_mb`: JavaScript heap in use, over the run (`series`); target: its last value within
+   1.5x of the most it reached in the run's first minute.
+2. `dom_nodes`: DOM nodes alive (attached or not), over the run; `attached` counts the elements
+   in the document. Target: < 25,000 at any time.
+3. `busy_pct`: the share of wall time the page's main thread was busy (`TaskDuration`), over
+   each interval; information.
+4. `click_ms`: from a row's Pause (then Resume) click to the table showing the trial paused
+   (then not paused): each sample (`series`); target: all < 500 ms.
+5. `parcoords_first_draw_ms`: from a click on the "parallel coordinates" tab, past the run's
+   middle, to its lines drawn; target < 300 ms.
+6. `hover_highlight_ms`: from the mouse entering a table line to that trial's curve drawn bold
+   on the learning curves; target < 100 ms.
+
+Every line has `other_cpu_pct`: CPU used by processes other than this benchmark and its
+descendants (JupyterLab, the kernel, its workers, Chromium), in % of one core. The machine
+this runs on may be shared: a figure with tens of % there was disturbed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+LAB_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"autoStartDefaultKernel": True},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
+CHROMIUM_ARGS += ["--disable-background-networking", "--disable-component-update"]
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+RUN_CELLS = (
+    "import time\nimport nbtune as nt",
+    "def train(config):\n"
+    "    for step in range(1, {reports} + 1):\n"
+    "        time.sleep({sleep})\n"
+    "        nt.report(loss=config['lr'] * 10 + 1 / step, acc=1 / (1 + step * config['lr']))",
+    "tuner = nt.Tuner(\n"
+    "    train,\n"
+    "    space={{'lr': nt.loguniform(1e-4, 1e-1), 'units': nt.randint(8, 64),\n"
+    "           'optimizer': nt.choice(['sgd', 'adam', 'rmsprop'])}},\n"
+    "    metric='loss', num_samples={trials}, max_concurrent=4, seed=0,\n"
+    "    name='browser-bench', overwrite=True,\n"
+    ")\n"
+    "tuner.start()",
+    "tuner.wait()",
+)
+
+PANEL = """
+const panel = () => {
+  const app = window.jupyterapp;
+  if (!app) return null;
+  for (const w of app.shell.widgets('main')) if (w.sessionContext && w.content) return w;
+  return null;
+};
+"""
+KERNEL_IDLE = (
+    "() => {"
+    + PANEL
+    + """
+  const w = panel(), context = w && w.sessionContext;
+  const k = context && context.session && context.session.kernel;
+  return !!(k && k.connectionStatus === 'connected' && context.kernelDisplayStatus === 'idle');
+}"""
+)
+RUN_ALL = "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }"
+FINISHED = """() => { const t = document.querySelector('.nbtune-dashboard .widget-html-content');
+  return !!t && /— (finished|stopped|done)/.test(t.textContent); }"""
+ATTACHED = "() => document.getElementsByTagName('*').length"
+TABLE_LINE = ".nbtune-table tr[data-trial], .nbtune-static-table tbody tr"
+VISIBLE_CHART = (
+    "document.querySelector('.nbtune-dashboard .widget-tab-contents > :not(.lm-mod-hidden)"
+    " .js-plotly-plot')"
+)
+
+
+class OtherCpu:
+    """CPU of the processes that are neither this one nor its descendants, since made."""
+
+    def __init__(self) -> None:
+        self._began = time.perf_counter()
+        self._machine = _machine_cpu_s()
+        self._own = _tree_cpu_s()
+
+    def percent(self) -> float:
+        wall = time.perf_counter() - self._began
+        other = (_machine_cpu_s() - self._machine) - (_tree_cpu_s() - self._own)
+        return round(max(0.0, 100 * other / wall), 1)
+
+
+def _machine_cpu_s() -> float:
+    with open("/proc/stat", encoding="ascii") as stat:
+        user, nice, system = (int(field) for field in stat.readline().split()[1:4])
+    return (user + nice + system) / _CLOCK_TICKS
+
+
+def _tree_cpu_s() -> float:
+    """CPU seconds of this process and its living descendants (their dead children included)."""
+    parents, cpu = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        cpu[int(entry.name)] = sum(int(value) for value in fields[11:15]) / _CLOCK_TICKS
+    mine, total = {os.getpid()}, 0.0
+    for pid in sorted(parents):  # a child's pid is mostly larger than its parent's
+        if pid in mine or parents[pid] in mine:
+            mine.add(pid)
+            total += cpu[pid]
+    return total
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def lab(root: Path, anywidget: bool = True) -> Iterator[str]:
+    """A JupyterLab server on `root`, without anywidget's lab extension unless `anywidget`;
+    yields the URL of a notebook's page, its path left as `{path}`."""
+    home = root / ".home"
+    for rel, content in LAB_SETTINGS.items():
+        path = home / "settings" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(content))
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        IPYTHONDIR=str(home / "ipython"),
+        PYTHONPATH=os.environ.get("PYTHONPATH") or str(Path(__file__).parents[1]),
+    )
+    if not anywidget:  # in the server's own config dir (--level=user), as a user would
+        disable = [sys.executable, "-m", "jupyterlab.labextensions", "disable", "--level=user"]
+        subprocess.run([*disable, "anywidget"], env=env, capture_output=True, check=True)
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1"]
+    command += [
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+    ]
+    command += ["--LabApp.expose_app_in_browser=True", "--allow-root", "--LabApp.news_url=None"]
+    command += [
+        f"--LabApp.user_settings_dir={home / 'settings'}",
+        "--LabApp.extension_manager=readonly",
+    ]
+    command += [f"--LabApp.workspaces_dir={home / 'workspaces'}"]
+    command += ["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    log = open(home / "server.log", "w")  # noqa: SIM115 (closed below)
+    server = subprocess.Popen(
+        command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).close()
+                break
+            time.sleep(0.2)
+        yield f"{base}/lab/workspaces/bench/tree/{{path}}?token={token}"
+    finally:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            request = urllib.request.Request(
+                f"{base}/api/shutdown?token={token}", method="POST", data=b""
+            )
+            urllib.request.urlopen(request, timeout=5).close()
+            server.wait(timeout=15)
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+class Page:
+    """The notebook's page and a DevTools session on it."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.cdp = page.context.new_cdp_session(page)
+        self.cdp.send("Performance.enable")
+        self.cdp.send("HeapProfiler.enable")
+        self._task = self._metrics()["TaskDuration"]
+        self._at = time.perf_counter()
+
+    def _metrics(self) -> dict[str, float]:
+        return {m["name"]: m["value"] for m in self.cdp.send("Performance.getMetrics")["metrics"]}
+
+    def sample(self, began: float) -> dict[str, float]:
+        """Heap, nodes (after a forced GC) and how busy the page was since the last sample."""
+        self.cdp.send("HeapProfiler.collectGarbage")
+        metrics = self._metrics()
+        now = time.perf_counter()
+        busy = (metrics["TaskDuration"] - self._task) / (now - self._at)
+        self._task, self._at = metrics["TaskDuration"], now
+        return {
+            "s": round(now - began, 1),
+            "heap_mb": round(metrics["JSHeapUsedSize"] / 2**20, 1),
+            "nodes": int(metrics["Nodes"]),
+            "attached": self.page.evaluate(ATTACHED),
+            "busy_pct": round(100 * busy, 1),
+        }
+
+    def click_ms(self) -> list[float]:
+        """Pause a running trial from its row, then resume it: each click to its effect (the
+        trial no longer shown running, then no longer paused)."""
+        page = self.page
+        row = page.locator(".nbtune-table tr[data-trial]").filter(
+            has=page.locator(".nbtune-badge", has_text="running")
+        )
+        if not row.count():
+            return []
+        from playwright.sync_api import Error as PlaywrightError
+
+        try:
+            trial = row.first.get_attribute("data-trial", timeout=2000)
+        except PlaywrightError:  # the trial ended meanwhile, its line left the page
+            return []
+        found = []
+        for action, shows in (("pause", "!== 'running'"), ("resume", "!== 'paused'")):
+            button = page.locator(f'tr[data-trial="{trial}"] button[data-action="{action}"]')
+            try:
+                button.evaluate("el => el.scrollIntoView({block: 'nearest'})", timeout=2000)
+                box = button.bounding_box(timeout=2000)
+            except PlaywrightError:  # the trial ended meanwhile, its line left the page
+                return found
+            if box is None:
+                return found
+            started = time.perf_counter()
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.wait_for_function(
+                f"""() => {{ const b = document.querySelector(
+                    'tr[data-trial="{trial}"] .nbtune-badge');
+                    return !b || b.textContent {shows}; }}""",
+                polling="raf",
+                timeout=20_000,
+            )
+            found.append(round((time.perf_counter() - started) * 1e3))
+        return found
+
+    def open_tab(self, name: str) -> float | None:
+        """Click a tab of the dashboard; ms until its chart has drawn its first trace (None:
+        not within 60 s)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        tab = self.page.locator(".nbtune-dashboard .lm-TabBar-tab", has_text=name).first
+        started = time.perf_counter()
+        tab.click()
+        try:
+            self.page.wait_for_function(
+                f"() => {{ const el = {VISIBLE_CHART};"
+                " return !!(el && el._fullLayout && el.data && el.data.length &&"
+                " el.querySelector('.main-svg')); }",
+                polling="raf",
+                timeout=60_000,
+            )
+        except PlaywrightTimeout:
+            return None
+        return round((time.perf_counter() - started) * 1e3)
+
+    def hover_ms(self) -> float | None:
+        """Move onto a running trial's table line; ms until its curve is drawn bold (None if
+        not within 10 s)."""
+        from playwright.sync_api import Error as PlaywrightError
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        page = self.page
+        line = page.locator(".nbtune-table tr[data-trial]").filter(
+            has=page.locator(".nbtune-badge", has_text="running")
+        )
+        if not line.count():
+            return None
+        try:
+            line = line.last
+            trial = line.get_attribute("data-trial", timeout=2000)
+            page.mouse.move(0, 0)
+            line.evaluate("el => el.scrollIntoView({block: 'nearest'})", timeout=2000)
+            box = line.locator('td[data-key="iteration"]').bounding_box(timeout=2000)
+        except PlaywrightError:  # the trial ended meanwhile, its line left the page
+            return None
+        if box is None:
+            return None
+        started = time.perf_counter()
+        page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
+        try:
+            page.wait_for_function(
+                f"() => {{ const el = {VISIBLE_CHART}; return !!el && (el.data || []).some("
+                f"t => t.name === 'trial {trial}' && t.line && t.line.width >= 3.5); }}",
+                polling="raf",
+                timeout=10_000,
+            )
+        except PlaywrightTimeout:
+            return None
+        finally:
+            page.mouse.move(0, 0)
+        return round((time.perf_counter() - started) * 1e3)
+
+
+def write_notebook(folder: Path, trials: int, reports: int, sleep: float) -> Path:
+    cells = [cell.format(trials=trials, reports=reports, sleep=sleep) for cell in RUN_CELLS]
+    path = folder / "bench.ipynb"
+    notebook = new_notebook(
+        cells=[new_code_cell(c) for c in cells], metadata={"kernelspec": KERNELSPEC}
+    )
+    nbformat.write(notebook, path)
+    return path
+
+
+def measure(
+    trials: int, reports: int, sleep: float, every: float, width: int, anywidget: bool
+) -> list[dict]:
+    from playwright.sync_api import sync_playwright
+
+    others = OtherCpu()
+    run = {"trials": trials, "reports": reports, "report_every_s": sleep, "anywidget": anywidget}
+    with tempfile.TemporaryDirectory() as folder, lab(Path(folder), anywidget) as url:
+        notebook = write_notebook(Path(folder), trials, reports, sleep)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
+            )
+            page = browser.new_page(viewport={"width": width, "height": 1000})
+            page.goto(url.format(path=notebook.name))
+            page.wait_for_function(KERNEL_IDLE, timeout=120_000, polling=200)
+            watched = Page(page)
+            page.evaluate(RUN_ALL)
+            page.locator(TABLE_LINE).first.wait_for(timeout=120_000)
+            began = time.perf_counter()
+            samples, clicks, parcoords, hover = [watched.sample(began)], [], None, []
+            tabs_opened = False
+            longest = 3 * trials * reports * sleep / 4 + 60  # s; a trial left paused never ends
+            try:
+                while not page.evaluate(FINISHED) and time.perf_counter() - began < longest:
+                    page.wait_for_timeout(every * 1000)
+                    samples.append(watched.sample(began))
+                    clicks += watched.click_ms()
+                    if len(hover) < 3:
+                        hover.append(watched.hover_ms())
+                    middle = samples[-1]["s"] > 0.25 * trials * reports * sleep / 4
+                    if not tabs_opened and middle:
+                        tabs_opened = True
+                        parcoords = watched.open_tab("parallel coordinates")
+                        watched.open_tab("learning curves")
+                    print(json.dumps({"sample": samples[-1]}), file=sys.stderr, flush=True)
+            except Exception:
+                page.screenshot(path="/tmp/dashboard_browser_failure.png")
+                raise
+            samples.append(watched.sample(began))
+            browser.close()
+    cpu = others.percent()
+    first_minute = max(s["heap_mb"] for s in samples if s["s"] <= 60)
+    heap = {
+        "figure": "heap_mb",
+        **run,
+        "first_minute_max": first_minute,
+        "last": samples[-1]["heap_mb"],
+        "max": max(s["heap_mb"] for s in samples),
+        "target": "last <= 1.5 x first_minute_max",
+        "passed": samples[-1]["heap_mb"] <= 1.5 * first_minute,
+        "series": [(s["s"], s["heap_mb"]) for s in samples],
+    }
+    nodes = {
+        "figure": "dom_nodes",
+        **run,
+        "max": max(s["nodes"] for s in samples),
+        "last": samples[-1]["nodes"],
+        "attached_last": samples[-1]["attached"],
+        "target": "< 25000",
+        "passed": max(s["nodes"] for s in samples) < 25000,
+        "series": [(s["s"], s["nodes"], s["attached"]) for s in samples],
+    }
+    busy = {
+        "figure": "busy_pct",
+        **run,
+        "max": max(s["busy_pct"] for s in samples[1:]),
+        "series": [(s["s"], s["busy_pct"]) for s in samples[1:]],
+        "passed": None,
+    }
+    click = {
+        "figure": "click_ms",
+        **run,
+        "max": max(clicks, default=None),
+        "target": "< 500",
+        "passed": bool(clicks) and max(clicks) < 500,
+        "series": clicks,
+    }
+    draw = {
+        "figure": "parcoords_first_draw_ms",
+        **run,
+        "value": parcoords,
+        "target": "< 300",
+        "passed": parcoords is not None and parcoords < 300,
+    }
+    hovered = [h for h in hover if h is not None]
+    highlight = {
+        "figure": "hover_highlight_ms",
+        **run,
+        "max": max(hovered, default=None),
+        "series": hovered,
+        "target": "< 100",
+        "passed": bool(hovered) and max(hovered) < 100,
+    }
+    lines = [heap, nodes, busy, click, draw, highlight]
+    return [line | {"other_cpu_pct": cpu} for line in lines]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--reports", type=int, default=100)
+    parser.add_argument("--sleep", type=float, default=0.05, help="seconds between reports")
+    parser.add_argument("--every", type=float, default=6.0, help="seconds between samples")
+    parser.add_argument("--width", type=int, default=1280, help="the window's width (px)")
+    parser.add_argument("--quick", action="store_true", help="16 trials x 100 reports")
+    parser.add_argument(
+        "--without-anywidget",
+        action="store_true",
+        help="anywidget's lab extension disabled: the static table and charts",
+    )
+    args = parser.parse_args()
+    if args.quick:
+        args.trials, args.reports, args.every = 16, 100, 3.0
+    anywidget = not args.without_anywidget
+    for line in measure(args.trials, args.reports, args.sleep, args.every, args.width, anywidget):
+        print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""What the live dashboard sends the browser over a run (no browser: the widget messages): the
+browser's table is told which live chart shows (it sizes it and highlights in it), and the
+live refresh redraws the visible chart about once a second while the table follows ten times
+a second."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from waiting import eventually
+
+import nbtune as nt
+from nbtune.ui.views import CHART_EVERY_S
+
+SENT = ("_py2js_update", "_py2js_restyle", "_py2js_relayout", "_py2js_addTraces")
+"""The traits through which plotly's FigureWidget sends a change of the figure."""
+
+
+@pytest.fixture
+def dashboard(make_tuner):
+    """The dashboard of a live run of 3 trials on threads, each reporting every 10 ms."""
+    finish = threading.Event()
+
+    def train(config):
+        step = 0
+        while not finish.is_set():
+            step += 1
+            nt.report(loss=config["x"] / step)
+            finish.wait(0.01)
+
+    tuner = make_tuner(
+        train, {"x": nt.grid([1.0, 2.0, 3.0])}, metric="loss", executor=nt.ThreadExecutor()
+    )
+    tuner.start(display=False)
+    dashboard = tuner.dashboard()
+    assert dashboard.ready.wait(30)
+    yield dashboard
+    finish.set()
+    tuner.stop()
+    tuner.wait(30)
+    dashboard.close()
+
+
+def show(dashboard, tab: str) -> None:
+    dashboard.tabs.selected_index = dashboard.tab_names.index(tab)
+    dashboard.redraw()
+    dashboard.redraw()
+
+
+def test_the_browser_s_table_is_told_the_live_chart_of_the_tab_shown(dashboard):
+    show(dashboard, "learning curves")
+    curves = dashboard.figures["learning curves"]
+    assert dashboard.table.charts == {"learning curves": curves.model_id}
+    show(dashboard, "parallel coordinates")
+    parallel = dashboard.figures["parallel coordinates"]
+    assert [trace.type for trace in parallel.data] == ["parcoords"]
+    assert dashboard.table.charts == {"parallel coordinates": parallel.model_id}
+    show(dashboard, "learning curves")
+    assert dashboard.figures["learning curves"] is curves, "each tab keeps its chart"
+    assert dashboard.table.charts == {"learning curves": curves.model_id}
+
+
+def test_the_live_refresh_redraws_the_chart_about_once_a_second(dashboard):
+    eventually(lambda: dashboard.figures.get("learning curves"), "the first chart", 30)
+    figure = dashboard.figures["learning curves"]
+    sent = []
+    for name in SENT:
+        figure.observe(lambda change: change["new"] and sent.append(change["name"]), name)
+    began, redraws = time.monotonic(), dashboard.redraws
+    eventually(lambda: dashboard.redraws >= redraws + 30, "30 redraws of the table", 30)
+    elapsed = time.monotonic() - began
+    drawings = elapsed / CHART_EVERY_S + 2
+    assert sent, "the chart still follows the run"
+    assert len(sent) <= 2 * drawings, f"{len(sent)} chart messages in {elapsed:.1f} s: {sent}"
