@@ -229,7 +229,7 @@ def test_every_tab_draws_during_a_live_run(app, lab_dir, open_notebook):
         notebook.screenshot(f"{app}-{tab.replace(' ', '-')}", scroll_to=dashboard.tabs)
         dashboard.assert_clean(f"the {tab!r} tab")
     dashboard.open_tab("parameters")
-    dashboard.panel.locator(".widget-dropdown select").select_option("acc")
+    dashboard.panel.get_by_label("metric", exact=True).select_option("acc")
     eventually(
         lambda: dashboard.chart("el => el._fullLayout.title.text") == "acc (last) by parameter",
         "the parameters tab redrawn for the metric picked",
