@@ -250,11 +250,18 @@ def parallel_coordinates_figure(
 
     A log-scale parameter is drawn as its log10 with ticks labelled with its real values; an
     integer or categorical one gets whole-number ticks only. The title sits above the axis
-    labels and the colour bar clear of the metric's ticks.
+    labels and the colour bar clear of the metric's ticks. Where trials miss the run's
+    constraints, a "feasible" axis before the metric's tells them apart (and can be brushed).
     """
     figure = figure if figure is not None else go.Figure()
     metric = Axis(data.value_name, data.metric_values)
-    dimensions = [_dimension(axis) for axis in (*data.axes, metric)]
+    dimensions = [_dimension(axis) for axis in data.axes]
+    if data.infeasible:
+        feasible = [int(trial_id not in data.infeasible) for trial_id in data.trial_ids]
+        dimensions.append(
+            {"label": "feasible", "values": feasible, "tickvals": [0, 1], "ticktext": ["no", "yes"]}
+        )
+    dimensions.append(_dimension(metric))
     with drawing(figure):
         apply_theme(figure, dark)
         _keep_traces(figure, 1, lambda index: go.Parcoords())

@@ -61,11 +61,17 @@ def test_the_charts_mark_infeasible_trials_and_leave_them_out_of_the_best(run):
     assert not set(curves.best) & infeasible
 
     data = parameter_data(trials, "loss", None, rows, "min", infeasible=infeasible)
-    from nbtune.ui.figures import parameter_scatter_figure
+    from nbtune.ui.figures import parallel_coordinates_figure, parameter_scatter_figure
 
     figure = parameter_scatter_figure(data)
     symbols = dict(zip(data.trial_ids, figure.data[0].marker.symbol, strict=True))
     assert {trial_id for trial_id, symbol in symbols.items() if symbol == "x"} == infeasible
+
+    lines = parallel_coordinates_figure(data).data[0]
+    feasible = next(axis for axis in lines.dimensions if axis.label == "feasible")
+    marks = dict(zip(data.trial_ids, feasible["values"], strict=True))
+    assert {trial_id for trial_id, mark in marks.items() if mark == 0} == infeasible
+    assert lines.dimensions[-1].label == data.value_name, "the metric stays the last axis"
 
 
 def test_the_contour_puts_feasible_trials_on_a_grid_and_crosses_the_others(run):
