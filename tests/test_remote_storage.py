@@ -145,6 +145,33 @@ def test_a_memory_url_holds_a_run_for_tests():
     assert len(loaded.history()) == 6
 
 
+def draws_a_plot(config):
+    """Saves a small picture in its own folder (its working directory), then reports."""
+    Path("plot.svg").write_text(
+        f"<svg xmlns='http://www.w3.org/2000/svg'><!-- {config['x']} --></svg>"
+    )
+    nt.report(loss=config["x"])
+
+
+def test_a_trials_artifacts_reach_the_store_and_read_back_from_it(url, options, s3, cache):
+    tuner = nt.Tuner(
+        draws_a_plot,
+        {"x": nt.grid([1, 2])},
+        metric="loss",
+        name="plots",
+        storage_path=url,
+        storage_options=options,
+        progress=False,
+    )
+    tuner.run()
+    for trial_id in (0, 1):
+        assert s3.exists(f"{url}/plots/trials/{trial_id}/artifacts/plot.svg")
+    cache("elsewhere")
+    loaded = nt.load(f"{url}/plots", storage_options=options)
+    assert list(loaded.artifacts(1)) == ["plot.svg"]
+    assert "<!-- 2 -->" in loaded.artifacts(1).paths()[0].read_text()
+
+
 def test_a_pause_a_stop_and_the_end_reach_the_store_without_waiting_for_the_period(url, options):
     """With an hour between syncs, only the syncs at a pause, a stop and the end bring them."""
     run_url = f"{url}/slow"
