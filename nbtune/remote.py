@@ -314,9 +314,13 @@ def _pull_checkpoints(
     store: RemoteStore, name: str, folder: Path, listing: Mapping[str, int]
 ) -> dict[str, Any]:
     """Download the checkpoints that the trials not over resume from: each one's newest own
-    checkpoint whose result is in the log, and a fork's starting point."""
+    checkpoint whose result is in the log, and a fork's starting point. Under retention
+    (`keep_checkpoints` not None) also the others the store keeps of those trials (their best,
+    at most `keep_checkpoints` in all): retention goes on ranking and deleting them, here and
+    in the store, rather than leave them there for good."""
     reader = ExperimentReader(folder)
     spec = reader.spec()
+    retained = spec.get("keep_checkpoints", 2) is not None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the restore that follows warns of what matters
         trials = reader.trials(reader.results(), spec.get("metric"), spec.get("mode"))
@@ -333,7 +337,7 @@ def _pull_checkpoints(
         stored = by_trial.get(trial.trial_id, {})
         own = {i: rel for i, rel in stored.items() if i <= trial.iteration}
         if own:
-            needed.add(own[max(own)])
+            needed.update(own.values() if retained else [own[max(own)]])
         if trial.checkpoint and not trial.checkpoint.startswith(f"trials/{trial.trial_id}/"):
             needed.add(trial.checkpoint)
     files = [rel for rel in listing if any(rel == c or rel.startswith(c + "/") for c in needed)]

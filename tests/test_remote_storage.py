@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -250,6 +251,53 @@ def test_retention_deletes_checkpoints_in_the_store_too(url, options, s3):
     tuner.run()
     expected = [f"{t}/checkpoints/checkpoint_000012.pkl" for t in (0, 1)]
     assert remote_checkpoints(s3, f"{url}/kept") == expected
+
+
+def dips_at_two(config):
+    """Loss |step - 2| (its best at step 2) with a checkpoint each step; step 5 waits until
+    the file `config["gate"]` exists."""
+    checkpoint = nt.get_checkpoint()
+    for step in range((checkpoint or {}).get("step", 0) + 1, 13):
+        while step == 5 and not os.path.exists(config["gate"]):
+            time.sleep(0.005)
+        nt.report(loss=abs(step - 2), checkpoint={"step": step})
+
+
+def test_retention_goes_on_in_the_store_after_a_restore_elsewhere(
+    url, options, s3, cache, tmp_path
+):
+    """The store keeps a paused trial's best and latest checkpoints; restored from an empty
+    cache, the run ends with its best and its last there, and no other."""
+    gate = tmp_path / "gate"
+    tuner = nt.Tuner(
+        dips_at_two,
+        {"gate": str(gate)},
+        metric="loss",
+        name="dips",
+        storage_path=url,
+        storage_options=options,
+        progress=False,
+    )
+    tuner.start()
+    eventually(lambda: tuner.trials and tuner.trials[0].iteration >= 4, "trial 0 waits at step 5")
+    tuner.pause(0)
+    gate.touch()
+    eventually(lambda: tuner.get_trial(0).status is nt.TrialStatus.PAUSED, "trial 0 paused")
+    tuner.stop()
+    assert tuner.wait(30)
+    paused_at = tuner.get_trial(0).checkpoint_iteration
+    assert 5 <= paused_at < 12
+    s3.invalidate_cache()
+    kept = [f"0/checkpoints/checkpoint_{i:06d}.pkl" for i in (2, paused_at)]
+    assert remote_checkpoints(s3, f"{url}/dips") == kept, "its best and its latest"
+
+    cache("other-machine")
+    restored = nt.Tuner.restore(f"{url}/dips", dips_at_two, storage_options=options, progress=False)
+    restored.run()
+    assert restored.get_trial(0).status is nt.TrialStatus.TERMINATED
+    s3.invalidate_cache()
+    kept = [f"0/checkpoints/checkpoint_{i:06d}.pkl" for i in (2, 12)]
+    assert remote_checkpoints(s3, f"{url}/dips") == kept, "its best and its last, no other"
 
 
 def test_a_killed_driver_is_restored_elsewhere_with_no_result_lost_or_repeated(
