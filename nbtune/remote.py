@@ -62,6 +62,10 @@ _AFTER_LOGS = ("state.pkl", "trials.json", "outcome.json", "summary.json")
 """Rewritten whole; uploaded after `synced.json`, so that none is newer than the logs."""
 _APPENDED = ("error.txt", "output.log")
 _STALE_AFTER_S = 30.0
+_REST_S = 0.5
+"""The least time between the starts of two syncs that requests (a trial paused, ended or
+checkpointed) bring: a run whose trials end every few milliseconds would otherwise keep the
+syncer walking its folder back to back, slowing the runner's own writes to it."""
 _BATCH = 16
 """Files uploaded at once (in parallel where the file system can): a batch is held in memory."""
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
@@ -528,6 +532,7 @@ class Syncer:
         self.run = run
         self._lock = cut_lock
         self._wake = threading.Event()
+        self._rest = threading.Event()
         self._closing = False
         self._token = secrets.token_hex(8)
         self._warned = False
@@ -554,6 +559,7 @@ class Syncer:
         """
         self._closing = True
         self._wake.set()
+        self._rest.set()
         self._thread.join()
         try:
             self.sync()
@@ -571,10 +577,12 @@ class Syncer:
             if self._closing:
                 return
             self._wake.clear()
+            started = time.monotonic()
             try:
                 self.sync()
             except Exception as exc:
                 self._warn(exc)
+            self._rest.wait(min(_REST_S, self.run.sync_period_s) - (time.monotonic() - started))
 
     def _warn(self, exc: Exception) -> None:
         if not self._warned:
@@ -600,8 +608,7 @@ class Syncer:
         """Copy what changed since the last sync, in an order that leaves the store readable
         however far it gets (see the module's docstring), then delete in the store what this
         run deleted (checkpoints that retention dropped, an outcome that no longer holds)."""
-        with self._lock:
-            cut = _cut(self.run.folder)
+        cut = _cut(self.run.folder, self._lock)
         known = self.run.known
         changed = [rel for rel, key in cut.keys.items() if known.get(rel) != key]
         checkpoints = [rel for rel in changed if "/checkpoints/" in rel]
@@ -658,19 +665,29 @@ class _Cut:
         self.contents: dict[str, bytes] = {}
 
 
-def _cut(folder: Path) -> _Cut:
+def _cut(folder: Path, lock: threading.Lock) -> _Cut:
+    """The folder as it is now: under `lock` (the runner's writes wait) only the logs' sizes
+    and the files rewritten whole, the rest after. Whatever the logs name at that moment is
+    on disk by then (a checkpoint is renamed in whole before its result is logged); what
+    comes after, or goes (retention), is harmless: it is uploaded early, or skipped."""
     cut = _Cut()
+    with lock:
+        for rel in (*LOGS, *_FIRST, *_AFTER_LOGS):
+            path = folder / rel
+            with contextlib.suppress(FileNotFoundError):
+                if rel in LOGS:
+                    cut.keys[rel] = _key(rel, path)
+                else:
+                    cut.contents[rel] = path.read_bytes()
+                    cut.keys[rel] = _key(rel, path, cut.contents[rel])
     for parent, folders, files in os.walk(folder):
         folders[:] = [name for name in folders if not _hidden(name)]
         for name in files:
-            if _hidden(name):
-                continue
             path = Path(parent, name)
             rel = path.relative_to(folder).as_posix()
-            if rel in _AFTER_LOGS or rel in _FIRST:
-                cut.contents[rel] = path.read_bytes()
-                cut.keys[rel] = _key(rel, path, cut.contents[rel])
-            else:
+            if _hidden(name) or rel in cut.keys:
+                continue
+            with contextlib.suppress(FileNotFoundError):
                 cut.keys[rel] = _key(rel, path)
     return cut
 
