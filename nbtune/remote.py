@@ -3,8 +3,9 @@
 
 A remote run writes its folder locally first, exactly as a local run does, in a cache folder
 (`cache_root() / <hash of the URL> / <name>`); a `Syncer` on its own thread copies it to the
-store every `sync_period_s` and whenever a trial pauses or ends, a checkpoint is kept, or the
-run stops or ends (then blocking, before the run is over). The runner thread never waits for
+store every `sync_period_s`, soon after a trial pauses or ends or a checkpoint is kept (at
+least `_REST_S` after the last sync began), and when the run stops or ends (then blocking,
+before the run is over). The runner thread never waits for
 the network: it only takes `cut_lock` for its writes, which the syncer takes for the instant
 it needs to note what the folder holds.
 
