@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import trainables
+from waiting import eventually
 
 import nbtune as nt
 from nbtune.events import TrialCompleted, TrialStarted
@@ -44,7 +45,18 @@ def drive_until(runs: Path, name: str, space: dict, then: str, said: str) -> Pat
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        eventually(lambda: group_is_gone(process.pid), "the driver's workers died with it")
     return runs / name
+
+
+def group_is_gone(group: int) -> bool:
+    """Whether no process is left in the process group (a worker that outlives the driver by
+    a moment still holds the run's lock)."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def test_a_driver_killed_right_after_start_is_restored_with_just_its_trainable(runs, tmp_path):
