@@ -69,7 +69,12 @@ def test_a_restored_run_cuts_a_torn_last_line_before_it_appends(make_tuner, recw
 
 def test_an_odd_value_ends_its_trial_with_one_line_naming_the_key_and_the_run_goes_on(make_tuner):
     kinds = [*trainables.ODD_VALUES, "loads_nowhere"]
-    tuner = make_tuner(trainables.reports_odd, {"odd": nt.grid(kinds)}, metric="loss")
+    tuner = make_tuner(
+        trainables.reports_odd,
+        {"odd": nt.grid(kinds)},
+        metric="loss",
+        max_consecutive_failures=None,
+    )
     tuner.run()
     assert tuner.state == "finished"
     errors = {trial.config["odd"]: trial.error for trial in tuner.trials}
