@@ -162,10 +162,16 @@ stored = stored_checkpoints
 
 
 def size_of(path: Path) -> int:
-    """Bytes on disk of a checkpoint file or directory (0 if it is gone)."""
-    if path.is_file():
-        return path.stat().st_size
-    return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
+    """Bytes on disk of a checkpoint file or directory (0 if it is gone); what retention
+    deletes while it is being counted counts as gone."""
+    try:
+        status = path.lstat()
+        if not stat.S_ISDIR(status.st_mode):
+            return status.st_size
+        with os.scandir(path) as entries:
+            return sum(size_of(Path(entry.path)) for entry in entries)
+    except FileNotFoundError:
+        return 0
 
 
 def remove(path: Path) -> None:

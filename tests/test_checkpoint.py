@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,22 @@ def test_a_trial_whose_directory_checkpoint_is_refused_ends_in_error_keeping_not
     assert "'pipe' is not a regular file or folder" in trial.error
     assert tuner.dataframe().loc[0, "checkpoint_mb"] == 0
     assert not any((tuner.path / "trials" / "0" / "checkpoints").glob("*"))
+
+
+def test_a_checkpoint_counted_while_retention_deletes_it_counts_as_gone(tmp_path):
+    tree = tmp_path / "checkpoint_000001"
+    done = threading.Event()
+
+    def churn() -> None:
+        for _ in range(300):
+            for part in range(20):
+                (tree / f"part{part // 5}").mkdir(parents=True, exist_ok=True)
+                (tree / f"part{part // 5}" / f"shard{part}.bin").write_bytes(b"x" * 10)
+            checkpoint.remove(tree)
+        done.set()
+
+    threading.Thread(target=churn, daemon=True).start()
+    sizes = set()
+    while not done.is_set():
+        sizes.add(checkpoint.size_of(tree))
+    assert sizes <= set(range(0, 201, 10)), "only whole files count, each once"
