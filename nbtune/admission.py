@@ -231,7 +231,8 @@ class Admission:
         restart = trial.checkpoint_iteration or 0
         gpus = self._free_gpus() or None
         live = self.book.live[trial.trial_id]
-        live.launched(trial.iteration if trial.iteration > restart else None)
+        replay_until = trial.iteration if trial.iteration > restart else None
+        live.launched(replay_until, started=not self.executor.announces_start)
         trial = trial.evolve(
             status=TrialStatus.RUNNING,
             iteration=restart,

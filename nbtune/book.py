@@ -60,6 +60,7 @@ class LiveTrial:
         reporting_freely: it was told that its next results need not wait for an answer.
         replay_until: it restarted from a checkpoint older than its last result: results up
             to this iteration are already in the log and are replayed, not recorded again.
+        started: a worker runs it: its silence counts towards the timeout from then on.
         heard_at: when its worker last said anything (monotonic seconds), for the timeout.
         timed_out: the error it fails with once its worker, killed for silence, is lost.
         fork_waiting: a fork the scheduler asked for, to start once this trial has ended.
@@ -75,23 +76,29 @@ class LiveTrial:
     user_paused: bool = False
     reporting_freely: bool = False
     replay_until: int | None = None
+    started: bool = False
     heard_at: float = 0.0
     timed_out: str | None = None
     fork_waiting: Exploit | None = None
 
     # ----- what can happen to it ---------------------------------------------------------------
 
-    def launched(self, replay_until: int | None) -> None:
-        """A worker took the trial; its results up to `replay_until` (if any) are replayed."""
+    def launched(self, replay_until: int | None, *, started: bool) -> None:
+        """The trial went to the executor, and with `started` to a worker that runs it now
+        (else its worker says so later: `heard`); its results up to `replay_until` (if any)
+        are replayed."""
         if replay_until is not None:
             self.replay_until = max(replay_until, self.replay_until or 0)
         self.on_worker = True
+        self.started = started
         self.heard_at = time.monotonic()
         self.check()
 
     def heard(self, *, leaving: bool) -> None:
-        """Its worker said something; one that is `leaving` (it ended, paused, suspended,
-        failed or was lost) sends no more results unasked."""
+        """Its worker said something (the first time, perhaps only that it started the
+        trial); one that is `leaving` (it ended, paused, suspended, failed or was lost) sends
+        no more results unasked."""
+        self.started = True
         self.heard_at = time.monotonic()
         if leaving:
             self.reporting_freely = False
@@ -360,12 +367,13 @@ class TrialBook:
             self.live[trial.trial_id].keep_place()
 
     def on_the_clock(self) -> list[LiveTrial]:
-        """The running trials whose silence counts towards a timeout (not those already
-        killed for it)."""
+        """The running trials whose silence counts towards a timeout: those a worker runs (not
+        those still queued for one, nor those already killed for it)."""
         return [
             live
             for live in self.live.values()
             if live.on_worker
+            and live.started
             and live.timed_out is None
             and self.trials[live.trial_id].status is TrialStatus.RUNNING
         ]

@@ -139,6 +139,14 @@ class WorkerEvent:
 
 
 @dataclass(frozen=True)
+class WorkerStarted(WorkerEvent):
+    """The trial's launch reached a worker, which runs it now (a queued task, or a worker
+    still starting, does not): its silence counts from here (`trial_timeout_s`)."""
+
+    holds_worker: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
 class WorkerResult(WorkerEvent):
     """The trial reported. `checkpoint` is an absolute path or None. If it `waits`, the trial
     takes no further step before a `Reply`; else the runner promised it could go on. A result

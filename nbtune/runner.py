@@ -62,6 +62,7 @@ from nbtune.protocol import (
     WorkerLost,
     WorkerPaused,
     WorkerResult,
+    WorkerStarted,
     WorkerSuspended,
 )
 from nbtune.resources import TrialResources
@@ -383,7 +384,7 @@ class TrialRunner:
 
     def _handle(self, event: WorkerEvent) -> None:
         trial_id = event.trial_id
-        self.book.heard(trial_id, leaving=not isinstance(event, WorkerResult))
+        self.book.heard(trial_id, leaving=not isinstance(event, (WorkerResult, WorkerStarted)))
         if isinstance(event, WorkerResult):
             self._on_result(event)
         elif isinstance(event, WorkerDone):

@@ -350,7 +350,7 @@ def test_a_transition_refuses_to_leave_the_record_contradicting_itself():
 
 def test_a_worker_that_lets_go_hands_back_what_was_on_its_way():
     live = LiveTrial(0)
-    live.launched(replay_until=None)
+    live.launched(replay_until=None, started=True)
     live.paused_by_user(running=True)
     live.told_decision(Decision.PAUSE, None, reporting_freely=False)
     live.resumed_by_user(running=True)

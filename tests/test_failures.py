@@ -303,3 +303,23 @@ def test_restore_with_retry_errored_runs_the_failed_trials_again(make_tuner, bug
         ("TERMINATED", 2, 5),
         ("TERMINATED", 2, 5),
     ]
+
+
+def test_a_trial_queued_on_a_busy_cluster_does_not_time_out_before_it_starts(
+    make_tuner, dask_client
+):
+    space = {"steps": 20, "interval": 0.1, "x": nt.grid([0, 1, 2])}
+    tuner = make_tuner(
+        trainables.steps,
+        space,
+        metric="loss",
+        max_concurrent=3,
+        trial_timeout_s=1,
+        max_failures=0,
+        executor=nt.DaskExecutor(dask_client),
+    )
+    tuner.run()
+    assert [trial.status for trial in tuner.trials] == [nt.TrialStatus.TERMINATED] * 3, [
+        trial.error for trial in tuner.trials
+    ]
+    assert tuner.history().groupby("trial_id")["step"].max().tolist() == [20, 20, 20]

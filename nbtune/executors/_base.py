@@ -41,6 +41,9 @@ class Executor:
     isolates_trials: ClassVar[bool] = False
     """Whether each running trial has a process of its own, so that its thread pools and
     CUDA_VISIBLE_DEVICES can be set for it alone."""
+    announces_start: ClassVar[bool] = False
+    """Whether `poll` says `WorkerStarted` when a launch reaches its worker; else a trial
+    counts as started when it is submitted."""
     schedules_resources: ClassVar[bool] = False
     """Whether the executor places trials by their resources itself (Dask's worker
     resources), rather than the runner handing out GPUs."""

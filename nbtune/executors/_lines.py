@@ -45,7 +45,15 @@ from typing import Any
 
 import cloudpickle
 
-from nbtune.protocol import Ack, Hello, NewTrainable, Ready, WorkerEvent, WorkerLost
+from nbtune.protocol import (
+    Ack,
+    Hello,
+    NewTrainable,
+    Ready,
+    WorkerEvent,
+    WorkerLost,
+    WorkerStarted,
+)
 from nbtune.session import answer
 
 HANDSHAKE_TIMEOUT_S = 5.0
@@ -310,8 +318,7 @@ class TrialLines:
                 lost.append(WorkerLost(following, error, bystander=True))
             return lost
         if isinstance(message, Hello):
-            self._greeted(connection, message)
-            return []
+            return self._greeted(connection, message)
         if isinstance(message, Ready):
             self._serving[connection] = message.pid
             self._ready.add(message.pid)
@@ -332,7 +339,7 @@ class TrialLines:
         self._pids.pop(trial_id, None)
         return WorkerLost(trial_id, "its worker process died")
 
-    def _greeted(self, connection: Connection, hello: Hello) -> None:
+    def _greeted(self, connection: Connection, hello: Hello) -> list[WorkerEvent]:
         with self._lock:
             trial_id = self._expected.pop(hello.launch_key, None)
         if trial_id is not None:
@@ -340,6 +347,7 @@ class TrialLines:
             self._pids[trial_id] = hello.pid
         with contextlib.suppress(OSError):
             connection.send(Ack(trial_id is not None))
+        return [] if trial_id is None else [WorkerStarted(trial_id)]
 
     def _assign(self, connection: Connection, trial_id: int | None) -> None:
         with self._lock:

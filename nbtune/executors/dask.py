@@ -283,6 +283,7 @@ class DaskExecutor(Executor):
     isolates_trials = True
     schedules_resources = True
     captures_output = True
+    announces_start = True
 
     def __init__(
         self,

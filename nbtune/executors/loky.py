@@ -72,6 +72,7 @@ from nbtune.protocol import (
     TrialLaunch,
     WorkerEvent,
     WorkerLost,
+    WorkerStarted,
 )
 from nbtune.resources import gpu_ids, visible_gpus
 from nbtune.session import answer
@@ -255,7 +256,7 @@ class WarmWorkers(ProcessPool):
         self._lines: TrialLines | None = None
         self._holding: set[int] = set()
         self._waiting: deque[TrialLaunch] = deque()
-        self._dropped: list[WorkerEvent] = []
+        self._news: list[WorkerEvent] = []
         self._early_deaths = 0
         self._failure: str | None = None
         self._open = False
@@ -272,7 +273,7 @@ class WarmWorkers(ProcessPool):
         self._lines = lines
         self._holding = set()
         self._waiting.clear()
-        self._dropped, self._early_deaths, self._failure = [], 0, None
+        self._news, self._early_deaths, self._failure = [], 0, None
         self._open = True
         self._staff()
 
@@ -293,12 +294,13 @@ class WarmWorkers(ProcessPool):
             self._staff()
 
     def poll(self, timeout: float | None) -> list[WorkerEvent]:
-        events = self._lines.poll(timeout)
+        earlier, self._news = self._news, []
+        events = earlier + self._lines.poll(0 if earlier else timeout)
         self._holding.difference_update(e.trial_id for e in events if not e.holds_worker)
         self._staff()
         self._dispatch()
-        events.extend(self._dropped)
-        self._dropped = []
+        events.extend(self._news)
+        self._news = []
         return events
 
     def kill(self, trial_id: int) -> None:
@@ -312,7 +314,7 @@ class WarmWorkers(ProcessPool):
             return
         for launch in [launch for launch in self._waiting if launch.trial_id == trial_id]:
             self._waiting.remove(launch)
-            self._dropped.append(WorkerLost(trial_id, "it was killed before it started"))
+            self._news.append(WorkerLost(trial_id, "it was killed before it started"))
 
     def abandon(self) -> None:
         self._open = False
@@ -334,11 +336,13 @@ class WarmWorkers(ProcessPool):
         while self._waiting and self._lines.launch(
             self._waiting[0].trial_id, self._waiting[0], self._trainable
         ):
-            self._holding.add(self._waiting.popleft().trial_id)
+            trial_id = self._waiting.popleft().trial_id
+            self._holding.add(trial_id)
+            self._news.append(WorkerStarted(trial_id))
         self._staff()
         if self._waiting and self._failure is not None and not self._workers:
             error = f"its worker failed: {self._failure}"
-            self._dropped.extend(WorkerLost(launch.trial_id, error) for launch in self._waiting)
+            self._news.extend(WorkerLost(launch.trial_id, error) for launch in self._waiting)
             self._waiting.clear()
 
     def _staff(self) -> None:
@@ -398,6 +402,7 @@ class LokyExecutor(Executor):
     can_kill_worker = True
     captures_output = True
     isolates_trials = True
+    announces_start = True
 
     def __init__(
         self,

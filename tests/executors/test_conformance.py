@@ -6,7 +6,7 @@ import cloudpickle
 import pytest
 import trainables
 
-from nbtune.protocol import WorkerDone, WorkerFailed, WorkerResult
+from nbtune.protocol import WorkerDone, WorkerFailed, WorkerResult, WorkerStarted
 from nbtune.schedulers import Decision
 
 
@@ -16,6 +16,18 @@ def test_results_arrive_in_order_and_the_trial_ends_when_it_returns(drive):
     driver.run_until_ended([0])
     assert [r.metrics["loss"] for r in driver.results(0)] == [1.0, 1 / 2, 1 / 3, 1 / 4]
     assert isinstance(driver.ending(0), WorkerDone)
+
+
+def test_a_trial_is_said_to_start_once_before_its_first_result_where_the_executor_says_it(drive):
+    driver = drive(trainables.count_up)
+    driver.launch(0, {"steps": 2})
+    driver.launch(1, {"steps": 2})
+    events = driver.run_until_ended([0, 1])
+    announced = [WorkerStarted] if driver.executor.announces_start else []
+    for trial_id in (0, 1):
+        kinds = [type(event) for event in events if event.trial_id == trial_id]
+        assert [kind for kind in kinds if kind is WorkerStarted] == announced, kinds
+        assert kinds[: len(announced)] == announced, "it starts before it reports"
 
 
 def test_a_report_waits_for_the_reply(drive):
