@@ -136,8 +136,9 @@ class Tuner(ResultsView, Steering):
             only lost their worker because another died with it, on Dask, restart without
             counting).
         trial_timeout_s: a trial that reports nothing for this many seconds (since a worker
-            started it, not counting the time it waited for one, or since its last report) is killed where the executor can, or else abandoned in
-            its worker, and counts as a failure (retried as `max_failures` allows).
+            started it, not counting the time it waited for one, or since its last report) is
+            killed where the executor can, or else abandoned in its worker, and counts as a
+            failure (retried as `max_failures` allows).
         keep_checkpoints: how many checkpoints each trial keeps on disk: its latest and its
             best by the metric (the default, 2), its latest and its N best (N > 2), only its
             latest (1), or all of them (None). One still needed (to resume a paused trial, to
