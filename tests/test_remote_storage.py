@@ -74,6 +74,25 @@ def url(request):
     return f"s3://runs/{request.node.name.replace('[', '-').replace(']', '')}"
 
 
+@pytest.fixture
+def in_store(url, options):
+    """`in_store(trainable, space, name=..., **more)`: a Tuner (metric "loss") whose run is
+    kept under this test's prefix of the bucket."""
+
+    def make(trainable, space, **more):
+        return nt.Tuner(
+            trainable,
+            space,
+            metric="loss",
+            storage_path=url,
+            storage_options=options,
+            progress=False,
+            **more,
+        )
+
+    return make
+
+
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
     """This test's own cache folder; `cache("other")` switches to another (another machine)."""
@@ -105,16 +124,12 @@ def histories(view) -> dict[int, list[tuple]]:
     }
 
 
-def test_a_run_in_s3_reads_back_from_its_url(url, options, s3):
-    tuner = nt.Tuner(
+def test_a_run_in_s3_reads_back_from_its_url(in_store, url, options, s3):
+    tuner = in_store(
         trainables.steps,
         {**SPACE, "steps": 5, "interval": 0.0},
-        metric="loss",
         name="demo",
         seed=0,
-        storage_path=url,
-        storage_options=options,
-        progress=False,
     )
     tuner.run()
     assert s3.exists(f"{url}/demo/experiment.json")
@@ -154,15 +169,13 @@ def draws_a_plot(config):
     nt.report(loss=config["x"])
 
 
-def test_a_trials_artifacts_reach_the_store_and_read_back_from_it(url, options, s3, cache):
-    tuner = nt.Tuner(
+def test_a_trials_artifacts_reach_the_store_and_read_back_from_it(
+    in_store, url, options, s3, cache
+):
+    tuner = in_store(
         draws_a_plot,
         {"x": nt.grid([1, 2])},
-        metric="loss",
         name="plots",
-        storage_path=url,
-        storage_options=options,
-        progress=False,
     )
     tuner.run()
     for trial_id in (0, 1):
@@ -173,18 +186,16 @@ def test_a_trials_artifacts_reach_the_store_and_read_back_from_it(url, options, 
     assert "<!-- 2 -->" in loaded.artifacts(1).paths()[0].read_text()
 
 
-def test_a_pause_a_stop_and_the_end_reach_the_store_without_waiting_for_the_period(url, options):
+def test_a_pause_a_stop_and_the_end_reach_the_store_without_waiting_for_the_period(
+    in_store, url, options
+):
     """With an hour between syncs, only the syncs at a pause, a stop and the end bring them."""
     run_url = f"{url}/slow"
-    tuner = nt.Tuner(
+    tuner = in_store(
         trainables.steps,
         {**SPACE, "x": nt.grid([1, 2])},
-        metric="loss",
         name="slow",
-        storage_path=url,
-        storage_options=options,
         sync_period_s=3600,
-        progress=False,
     )
     tuner.start()
     eventually(lambda: tuner.trials and tuner.trials[0].iteration >= 3, "trial 0 reports")
@@ -211,18 +222,14 @@ def test_a_pause_a_stop_and_the_end_reach_the_store_without_waiting_for_the_peri
     assert [i for i, *_ in histories(finished)[0]] == list(range(1, STEPS + 1))
 
 
-def test_a_kept_checkpoint_reaches_the_store_without_waiting_for_the_period(url, options, s3):
+def test_a_kept_checkpoint_reaches_the_store_without_waiting_for_the_period(in_store, url, s3):
     """The trial checkpoints twice, then goes silent: only the sync that each kept
     checkpoint asks for can have brought them, with an hour between syncs."""
-    tuner = nt.Tuner(
+    tuner = in_store(
         trainables.hangs_at,
         {"steps": 3, "interval": 0.0, "hang_at": 3, "hang_s": 600},
-        metric="loss",
         name="silent",
-        storage_path=url,
-        storage_options=options,
         sync_period_s=3600,
-        progress=False,
     )
     tuner.start()
     try:
@@ -236,17 +243,13 @@ def test_a_kept_checkpoint_reaches_the_store_without_waiting_for_the_period(url,
         tuner.wait()
 
 
-def test_retention_deletes_checkpoints_in_the_store_too(url, options, s3):
-    tuner = nt.Tuner(
+def test_retention_deletes_checkpoints_in_the_store_too(in_store, url, s3):
+    tuner = in_store(
         trainables.steps,
         {"steps": 12, "interval": 0.02, "checkpoint": True, "x": nt.grid([1, 2])},
-        metric="loss",
         name="kept",
         keep_checkpoints=1,
-        storage_path=url,
-        storage_options=options,
         sync_period_s=0.05,
-        progress=False,
     )
     tuner.run()
     expected = [f"{t}/checkpoints/checkpoint_000012.pkl" for t in (0, 1)]
@@ -264,19 +267,15 @@ def dips_at_two(config):
 
 
 def test_retention_goes_on_in_the_store_after_a_restore_elsewhere(
-    url, options, s3, cache, tmp_path
+    in_store, url, options, s3, cache, tmp_path
 ):
     """The store keeps a paused trial's best and latest checkpoints; restored from an empty
     cache, the run ends with its best and its last there, and no other."""
     gate = tmp_path / "gate"
-    tuner = nt.Tuner(
+    tuner = in_store(
         dips_at_two,
         {"gate": str(gate)},
-        metric="loss",
         name="dips",
-        storage_path=url,
-        storage_options=options,
-        progress=False,
     )
     tuner.start()
     eventually(lambda: tuner.trials and tuner.trials[0].iteration >= 4, "trial 0 waits at step 5")
@@ -357,15 +356,13 @@ def test_a_killed_driver_is_restored_elsewhere_with_no_result_lost_or_repeated(
     assert histories(nt.load(run_url, storage_options=options)) == histories(uninterrupted)
 
 
-def test_a_second_writer_is_refused_in_one_line_while_the_lease_is_fresh(url, options, cache):
-    tuner = nt.Tuner(
+def test_a_second_writer_is_refused_in_one_line_while_the_lease_is_fresh(
+    in_store, url, options, cache
+):
+    tuner = in_store(
         trainables.forever,
         {"interval": 0.02},
-        metric="loss",
         name="busy",
-        storage_path=url,
-        storage_options=options,
-        progress=False,
     )
     tuner.start()
     try:
@@ -382,17 +379,13 @@ def test_a_second_writer_is_refused_in_one_line_while_the_lease_is_fresh(url, op
     assert again.path.is_relative_to(cache("another-machine")), "free once the writer ended"
 
 
-def test_a_dask_workers_checkpoints_reach_the_store(url, options, s3, dask_client):
-    tuner = nt.Tuner(
+def test_a_dask_workers_checkpoints_reach_the_store(in_store, url, s3, dask_client):
+    tuner = in_store(
         trainables.steps,
         {"steps": 4, "interval": 0.0, "checkpoint": True, "x": nt.grid([1, 2])},
-        metric="loss",
         name="dask",
         keep_checkpoints=None,
         executor=nt.DaskExecutor(dask_client),
-        storage_path=url,
-        storage_options=options,
-        progress=False,
     )
     tuner.run()
     stored = [f"{t}/checkpoints/checkpoint_{i:06d}.pkl" for t in (0, 1) for i in range(1, 5)]
