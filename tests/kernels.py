@@ -9,6 +9,19 @@ from pathlib import Path
 
 from jupyter_client.manager import start_new_kernel
 
+WAIT_UNTIL_HELD = """
+    import threading
+
+    def wait_until_held(tuner):
+        changed = threading.Event()
+        tuner.subscribe(lambda event: changed.set())
+        while tuner.state != "paused":
+            changed.wait(1)
+            changed.clear()
+"""
+"""Kernel code: `wait_until_held(tuner)` returns once the run holds (`max_consecutive_failures`
+in a notebook); run it before using the function."""
+
 
 @dataclass
 class Cell:

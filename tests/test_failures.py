@@ -9,7 +9,7 @@ import threading
 
 import pytest
 import trainables
-from kernels import Kernel
+from kernels import WAIT_UNTIL_HELD, Kernel
 
 import nbtune as nt
 from nbtune.events import TrialErrored, TrialResult, TrialRetried, TrialStarted
@@ -185,6 +185,7 @@ def test_failures_of_different_kinds_or_a_limit_of_none_never_end_the_run(make_t
 def test_in_a_notebook_the_run_holds_until_the_user_resumes_it(tmp_path):
     kernel = Kernel(tmp_path)
     try:
+        kernel.check(WAIT_UNTIL_HELD)
         kernel.check("""
             import nbtune as nt, threading
             fixed = threading.Event()
@@ -198,11 +199,7 @@ def test_in_a_notebook_the_run_holds_until_the_user_resumes_it(tmp_path):
                              max_concurrent=1, executor=nt.ThreadExecutor(),
                              max_consecutive_failures=2)
             tuner.start(display=False)
-            changed = threading.Event()
-            tuner.subscribe(lambda event: changed.set())
-            while tuner.state != "paused":
-                changed.wait(1)
-                changed.clear()
+            wait_until_held(tuner)
         """)
         assert kernel.check("print(tuner.status)") == (
             "<paused (live): 2 error; 2 trials in a row failed with ValueError (trials 0, 1): "

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 import trainables
-from kernels import Kernel
+from kernels import WAIT_UNTIL_HELD, Kernel
 from test_control import result_of
 
 import nbtune as nt
@@ -19,6 +19,7 @@ from nbtune.code_hash import code_hash
 def test_a_run_held_by_a_typo_carries_on_with_the_fixed_trainable(tmp_path):
     kernel = Kernel(tmp_path)
     try:
+        kernel.check(WAIT_UNTIL_HELD)
         held = kernel.check("""
             import nbtune as nt, threading
 
@@ -28,11 +29,7 @@ def test_a_run_held_by_a_typo_carries_on_with_the_fixed_trainable(tmp_path):
             tuner = nt.Tuner(train, {"x": nt.grid([1, 2, 3])}, metric="loss", max_concurrent=1,
                              max_consecutive_failures=2)
             tuner.start(display=False)
-            changed = threading.Event()
-            tuner.subscribe(lambda event: changed.set())
-            while tuner.state != "paused":
-                changed.wait(1)
-                changed.clear()
+            wait_until_held(tuner)
             print(tuner.status.total, tuner.status.error)
         """)
         assert held == "2 2\n", "two trials failed alike: the run holds, starting no third"
