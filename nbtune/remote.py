@@ -258,7 +258,8 @@ def pull(store: RemoteStore, name: str, folder: Path, *, part: str = "all") -> d
     """Copy run `name` from the store into the local `folder`, the store's version winning.
 
     `part` says how much: "all" (for a restore: the logs, state and the checkpoints that the
-    trials not over resume from, and no other), "results" (for `load`: no checkpoints, no
+    trials not over resume from, and no other), "spec" (what a restore reads before it
+    pulls it all: the spec and the state), "results" (for `load`: no checkpoints, no
     state), "summary" (for `runs`: the spec, outcome, summary and environment, and the logs
     only if the run has no summary). The logs are cut where `synced.json` says the writer's
     last whole sync left them. Returns what was copied, for a `Syncer` to go on from: each
@@ -292,6 +293,8 @@ def _wanted(rel: str, part: str, listing: Mapping[str, int]) -> bool:
         return False
     if part == "all":
         return True
+    if part == "spec":
+        return rel in ("experiment.json", "state.pkl")
     if part == "results":
         return rel != "state.pkl"
     ended = "outcome.json" in listing and "summary.json" in listing
@@ -402,9 +405,7 @@ class RemoteRun:
         carries on (`resume`), else empty. Refused in one line while another writer holds the
         run, and (as for a local folder) if the run exists and neither `resume` nor
         `overwrite` is given."""
-        check_lease(self.store, self.name)
-        if self.folder.exists():
-            check_unlocked(self.folder)
+        self.check_free()
         exists = self.store.exists(self.name)
         if not exists and self.store.fs.exists(self.store.path(self.name)):
             raise FileExistsError(
@@ -422,6 +423,13 @@ class RemoteRun:
         self.known = {}
         if self.folder.exists():
             shutil.rmtree(self.folder)
+
+    def check_free(self) -> None:
+        """Refuse in one line to take the run while another writer holds it: a fresh lease in
+        the store, or a live run on this machine in the cache folder."""
+        check_lease(self.store, self.name)
+        if self.folder.exists():
+            check_unlocked(self.folder)
 
     def storage(self) -> RemoteExperimentStorage:
         return RemoteExperimentStorage(self)
@@ -447,21 +455,18 @@ def open_run(
     return run
 
 
-def restore_folder(url: str, options: Mapping[str, Any]) -> tuple[Path, str]:
-    """For `Tuner.restore(url, ...)`: the run's cache folder, pulled from the store, and the
-    URL of its runs folder (`options` as the restore's: `storage_options`, `sync_period_s`).
+def restore_folder(url: str, storage_options: Mapping[str, Any] | None) -> tuple[Path, str]:
+    """For `Tuner.restore(url, ...)`: the run's cache folder, holding what the restore reads
+    first (its spec and state; the restored Tuner pulls the rest), and the URL of its runs
+    folder.
 
     Raises:
         FileNotFoundError: the store holds no run at `url`, in one line.
     """
     parent, name = split_url(url)
-    period = options.get("sync_period_s", 5.0)
-    storage_options = options.get("storage_options")
-    run = open_run(parent, storage_options, name, period, resume=True, overwrite=False)
-    if not run.known:
-        raise FileNotFoundError(
-            f"{url} holds no nbtune experiment (no experiment.json); check the URL"
-        )
+    run = RemoteRun(RemoteStore(parent, storage_options), name, sync_period_s=1.0)
+    run.check_free()
+    pull(run.store, name, run.folder, part="spec")
     return run.folder, parent
 
 

@@ -567,7 +567,7 @@ def _restore_location(path: Any, options: Mapping[str, Any]) -> tuple[Path, Any]
     """The folder a restore reads (a URL's run pulled into its cache folder first), and the
     storage_path the restored run is kept under."""
     if remote.is_url(path):
-        return remote.restore_folder(path, options)
+        return remote.restore_folder(path, options.get("storage_options"))
     folder = _run_folder(path)
     return folder, folder.parent
 
