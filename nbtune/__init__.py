@@ -12,59 +12,97 @@ tuner.run()
 tuner.dataframe()
 """
 
+import importlib
+
 from nbtune import front_end
-from nbtune.analysis import ExperimentAnalysis, load
-from nbtune.artifacts import Artifacts
-from nbtune.campaign import runs
-from nbtune.checkpoint import Checkpoint
-from nbtune.errors import IllegalTransitionError, RunEndedError, TrialNotFoundError
-from nbtune.events import EventBus
-from nbtune.executors import Executor, LokyExecutor, ThreadExecutor
-from nbtune.parameters import with_parameters
-from nbtune.schedulers import (
-    ASHA,
-    PBT,
-    Decision,
-    FIFOScheduler,
-    HyperBand,
-    MedianStopping,
-    Scheduler,
-)
-from nbtune.search import ConcurrencyLimiter, OptunaSearch, RandomSearch, Repeater, Searcher
-from nbtune.session import get_checkpoint, get_trial_dir, get_trial_id, report
-from nbtune.space import (
-    choice,
-    grid,
-    lograndint,
-    loguniform,
-    qlograndint,
-    qloguniform,
-    qrandint,
-    qrandn,
-    quniform,
-    randint,
-    randn,
-    sample_from,
-    uniform,
-)
-from nbtune.timeline import timeline
-from nbtune.trainable import Trainable
-from nbtune.trial import Trial, TrialStatus
-from nbtune.tuner import Tuner
+from nbtune.timeline import timeline  # eager: it shares its module's name
 
 __version__ = "0.1.0"
 
-_FRONT_END = {
-    "plot_best_so_far",
-    "plot_history",
-    "plot_param_importance",
-    "plot_param_scatter",
-    "plot_parallel_coordinates",
-    "plot_pareto_front",
+_PUBLIC = {
+    "nbtune.analysis": ["ExperimentAnalysis", "load"],
+    "nbtune.artifacts": ["Artifacts"],
+    "nbtune.campaign": ["runs"],
+    "nbtune.checkpoint": ["Checkpoint"],
+    "nbtune.errors": ["IllegalTransitionError", "RunEndedError", "TrialNotFoundError"],
+    "nbtune.events": ["EventBus"],
+    "nbtune.executors": ["Executor", "LokyExecutor", "ThreadExecutor"],
+    "nbtune.executors.dask": ["DaskExecutor"],
+    "nbtune.parameters": ["with_parameters"],
+    "nbtune.schedulers": [
+        "ASHA",
+        "PBT",
+        "Decision",
+        "FIFOScheduler",
+        "HyperBand",
+        "MedianStopping",
+        "Scheduler",
+    ],
+    "nbtune.search": [
+        "ConcurrencyLimiter",
+        "OptunaSearch",
+        "RandomSearch",
+        "Repeater",
+        "Searcher",
+    ],
+    "nbtune.session": ["get_checkpoint", "get_trial_dir", "get_trial_id", "report"],
+    "nbtune.space": [
+        "choice",
+        "grid",
+        "lograndint",
+        "loguniform",
+        "qlograndint",
+        "qloguniform",
+        "qrandint",
+        "qrandn",
+        "quniform",
+        "randint",
+        "randn",
+        "sample_from",
+        "uniform",
+    ],
+    "nbtune.trainable": ["Trainable"],
+    "nbtune.trial": ["Trial", "TrialStatus"],
+    "nbtune.tuner": ["Tuner"],
+    # the front end (plotly, ipywidgets; Optuna for its charts)
+    "nbtune.ui": [
+        "plot_best_so_far",
+        "plot_history",
+        "plot_param_importance",
+        "plot_param_scatter",
+        "plot_parallel_coordinates",
+        "plot_pareto_front",
+    ],
+    "nbtune.ui.optuna_charts": [
+        "plot_contour",
+        "plot_edf",
+        "plot_hypervolume_history",
+        "plot_rank",
+    ],
+    "nbtune.ui.compare": ["compare"],
+    "nbtune.ui.browse": ["browse"],
+    "nbtune.ui.timeline": ["plot_timeline"],
 }
+"""Where each public name lives. Each is imported on first use, so that `import nbtune` costs
+a few milliseconds, and a worker process, which imports nbtune to run its trials, loads only
+what a worker needs (`nbtune.session`, the executors' worker side), not the Tuner, the
+searchers or the analysis: a worker starts in half the time (benchmarks/overhead.py,
+`startup_cold_first_result_from_tuner`)."""
 
-_OPTUNA_CHARTS = {"plot_contour", "plot_edf", "plot_hypervolume_history", "plot_rank"}
-"""Optuna's charts of a run (`nbtune.ui.optuna_charts`), drawn through `to_optuna_study()`."""
+_HOME = {name: module for module, names in _PUBLIC.items() for name in names}
+
+
+def __getattr__(name: str):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'nbtune' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})
 
 
 def _notebook_dashboard() -> front_end.DashboardFactory:
@@ -90,36 +128,6 @@ def load_ipython_extension(ipython) -> None:
     from nbtune.magic import load_ipython_extension as load
 
     load(ipython)
-
-
-def __getattr__(name: str):
-    """The front end (plotly, ipywidgets; Optuna for its charts) and Dask load on first use,
-    so `import nbtune` stays light."""
-    if name in _FRONT_END:
-        import nbtune.ui
-
-        return getattr(nbtune.ui, name)
-    if name in _OPTUNA_CHARTS:
-        from nbtune.ui import optuna_charts
-
-        return getattr(optuna_charts, name)
-    if name == "compare":
-        from nbtune.ui.compare import compare
-
-        return compare
-    if name == "browse":
-        from nbtune.ui.browse import browse
-
-        return browse
-    if name == "plot_timeline":
-        from nbtune.ui.timeline import plot_timeline
-
-        return plot_timeline
-    if name == "DaskExecutor":
-        from nbtune.executors.dask import DaskExecutor
-
-        return DaskExecutor
-    raise AttributeError(f"module 'nbtune' has no attribute {name!r}")
 
 
 __all__ = [

@@ -39,7 +39,7 @@ def test_dask_executor_loads_on_first_use_and_says_how_to_install_it():
         "nbtune.DaskExecutor\n"
         "print('distributed' in sys.modules)\n"
         "sys.modules['distributed'] = None\n"
-        "del sys.modules['nbtune.executors.dask']\n"
+        "del sys.modules['nbtune.executors.dask'], nbtune.DaskExecutor\n"
         "try:\n"
         "    nbtune.DaskExecutor\n"
         "except ImportError as exc:\n"
