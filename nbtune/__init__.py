@@ -15,7 +15,10 @@ tuner.dataframe()
 import importlib
 
 from nbtune import front_end
-from nbtune.timeline import timeline  # eager: it shares its module's name
+
+# imported now, not on first use: importing the module `nbtune.timeline` (the dashboard does)
+# would make it `nbtune.timeline`, hiding the function
+from nbtune.timeline import timeline as timeline
 
 __version__ = "0.1.0"
 
@@ -84,7 +87,7 @@ _PUBLIC = {
     "nbtune.ui.timeline": ["plot_timeline"],
 }
 """Where each public name lives. Each is imported on first use, so that `import nbtune` costs
-a few milliseconds, and a worker process, which imports nbtune to run its trials, loads only
+tens of milliseconds, and a worker process, which imports nbtune to run its trials, loads only
 what a worker needs (`nbtune.session`, the executors' worker side), not the Tuner, the
 searchers or the analysis: a worker starts in half the time (benchmarks/overhead.py,
 `startup_cold_first_result_from_tuner`)."""
@@ -130,66 +133,6 @@ def load_ipython_extension(ipython) -> None:
     load(ipython)
 
 
-__all__ = [
-    "ASHA",
-    "PBT",
-    "Artifacts",
-    "Checkpoint",
-    "ConcurrencyLimiter",
-    "Decision",
-    "EventBus",
-    "Executor",
-    "ExperimentAnalysis",
-    "FIFOScheduler",
-    "HyperBand",
-    "IllegalTransitionError",
-    "LokyExecutor",
-    "MedianStopping",
-    "OptunaSearch",
-    "RandomSearch",
-    "Repeater",
-    "RunEndedError",
-    "Scheduler",
-    "Searcher",
-    "ThreadExecutor",
-    "Trainable",
-    "Trial",
-    "TrialNotFoundError",
-    "TrialStatus",
-    "Tuner",
-    "__version__",
-    "browse",
-    "choice",
-    "compare",
-    "get_checkpoint",
-    "get_trial_dir",
-    "get_trial_id",
-    "grid",
-    "load",
-    "lograndint",
-    "loguniform",
-    "plot_best_so_far",
-    "plot_contour",
-    "plot_edf",
-    "plot_history",
-    "plot_hypervolume_history",
-    "plot_parallel_coordinates",
-    "plot_param_importance",
-    "plot_param_scatter",
-    "plot_pareto_front",
-    "plot_rank",
-    "plot_timeline",
-    "qlograndint",
-    "qloguniform",
-    "qrandint",
-    "qrandn",
-    "quniform",
-    "randint",
-    "randn",
-    "report",
-    "runs",
-    "sample_from",
-    "timeline",
-    "uniform",
-    "with_parameters",
-]
+__all__ = sorted({*_HOME, "__version__", "timeline"} - {"DaskExecutor"})
+"""What `from nbtune import *` takes: every public name but `DaskExecutor`, which needs
+`nbtune[dask]`."""
