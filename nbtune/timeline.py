@@ -27,12 +27,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbtune.analysis import ExperimentAnalysis
-from nbtune.results import ResultsView
 from nbtune.storage import loads
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from nbtune.results import ResultsView
 
 HOWS = ("running", "paused", "terminated", "stopped", "error", "lost")
 """How a stretch of running ended: "running" (it has not: a live stretch, or one a run read
@@ -270,6 +270,9 @@ def timeline(run: Any) -> pd.DataFrame:
 
 
 def _view(run: Any) -> ResultsView:
+    from nbtune.analysis import ExperimentAnalysis  # here: `import nbtune` imports this module
+    from nbtune.results import ResultsView
+
     if isinstance(run, (str, os.PathLike)):
         return ExperimentAnalysis(run)
     if not isinstance(run, ResultsView):

@@ -39,7 +39,7 @@ def test_dask_executor_loads_on_first_use_and_says_how_to_install_it():
         "nbtune.DaskExecutor\n"
         "print('distributed' in sys.modules)\n"
         "sys.modules['distributed'] = None\n"
-        "del sys.modules['nbtune.executors.dask']\n"
+        "del sys.modules['nbtune.executors.dask'], nbtune.DaskExecutor\n"
         "try:\n"
         "    nbtune.DaskExecutor\n"
         "except ImportError as exc:\n"
@@ -50,3 +50,22 @@ def test_dask_executor_loads_on_first_use_and_says_how_to_install_it():
         "True",
         "nbtune.DaskExecutor needs Dask's 'distributed' package: pip install 'nbtune[dask]'",
     ]
+
+
+def test_the_dashboards_plotly_import_leaves_nbformat_for_the_first_show():
+    """The Tuner's background import of plotly skips nbformat (jsonschema's format checkers
+    take seconds to import); a figure shown through a mime renderer still gets it."""
+    pytest.importorskip("plotly")
+    pytest.importorskip("nbformat")
+    code = (
+        "import sys\n"
+        "from nbtune.ui.dashboard import import_plotly\n"
+        "import_plotly()\n"
+        "print('nbformat' in sys.modules)\n"
+        "import plotly.graph_objects as go, plotly.io as pio\n"
+        "pio.show(go.Figure(), renderer='plotly_mimetype')\n"
+        "print('nbformat' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert [lines[0], lines[-1]] == ["False", "True"]

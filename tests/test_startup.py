@@ -103,6 +103,21 @@ def test_no_worker_is_started_twice_by_a_run_started_at_once_or_a_larger_tuner(t
     assert lines == ["2", "3"], "the run took the Tuner's workers; the larger one added one"
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds worker processes in /proc")
+def test_a_tuner_on_threads_starts_no_worker_process(tmp_path):
+    lines = run_script(
+        """
+        tuner = nt.Tuner(train, {"x": nt.grid([0, 1])}, metric="loss", max_concurrent=2,
+                         storage_path=sys.argv[1], name="threads", progress=False,
+                         executor=nt.ThreadExecutor())
+        tuner.run()
+        print(workers())
+        """,
+        tmp_path,
+    )
+    assert lines == ["[]"], "the threads ran the trials; no process was started for them"
+
+
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits on processes with pidfds")
 def test_a_tuner_never_started_leaves_no_worker_behind_when_its_process_exits(tmp_path):
     lines = run_script(

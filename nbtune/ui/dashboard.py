@@ -716,14 +716,18 @@ def _load_charts(dashboard: Dashboard) -> None:
 
 def import_plotly() -> None:
     """Import plotly and its FigureWidget now, on a thread of its own, while the first trials
-    start: it takes a second or more (plotly imports nbformat, hence jsonschema and its format
-    checkers), which would otherwise delay the first chart.
+    start: it takes a second or so (more with nbformat, which `plotly_import` leaves for the
+    first `show()`), which would otherwise delay the first chart.
 
     pandas comes first, by a plain import, which waits for another thread that may be
     importing it at the same moment (the kernel's, for a DataFrame): plotly looks pandas up in
     `sys.modules` as it draws, and would find it half made there ("partially initialized
     module 'pandas' has no attribute 'Series'"). No chart is drawn before it has returned."""
     import pandas  # noqa: F401
+
+    from nbtune.ui.plotly_import import import_renderers
+
+    import_renderers()  # without nbformat: seconds less
     import plotly.graph_objects  # noqa: F401
 
     import nbtune.ui.live  # noqa: F401  (plotly's FigureWidget: a second or more)
