@@ -69,3 +69,16 @@ def test_the_dashboards_plotly_import_leaves_nbformat_for_the_first_show():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     lines = out.stdout.splitlines()
     assert [lines[0], lines[-1]] == ["False", "True"]
+
+
+def test_every_public_name_is_the_object_its_module_defines():
+    import importlib
+
+    import nbtune
+
+    names = [name for name in nbtune.__all__ if name not in ("__version__", "timeline")]
+    assert {"Tuner", "report", "load", "runs", "plot_rank"} <= set(names)
+    for name in names:
+        module = importlib.import_module(nbtune._HOME[name])
+        assert getattr(nbtune, name) is getattr(module, name), name
+    assert set(names) <= set(dir(nbtune)), "a notebook completes them"
