@@ -300,9 +300,12 @@ function chartSteering(model, el) {
     }
     if (!followed.has(chart)) {
       // The kernel restyles a curve now and then (a new best, a trial paused): draw the
-      // highlight over its new style.
+      // highlight over its new style. Not after the highlight's own restyle (edit id -1, see
+      // `steer`): that drew it again, and again, as long as the mouse stayed on a line.
       followed.add(chart);
-      const again = () => setTimeout(() => highlighted !== null && draw(chart));
+      const again = (_, message) => {
+        if (message && message.trace_edit_id !== -1) setTimeout(() => highlighted !== null && draw(chart));
+      };
       chart.on("change:_py2js_update change:_py2js_restyle change:_py2js_addTraces", again);
     }
     draw(chart);
