@@ -276,8 +276,10 @@ class Page:
                 button.evaluate("el => el.scrollIntoView({block: 'nearest'})", timeout=2000)
                 box = button.bounding_box(timeout=2000)
             except PlaywrightError:  # the trial ended meanwhile, its line left the page
-                return found
+                box = None
             if box is None:
+                if found:  # paused, its line out of sight: a trial left paused never ends
+                    page.get_by_role("button", name="Resume all").click(timeout=10_000)
                 return found
             started = time.perf_counter()
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
