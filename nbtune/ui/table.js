@@ -288,8 +288,11 @@ function chartSteering(model, el) {
   let shown = null;
   let frame = 0;
   function drawSoon(chart) {
-    cancelAnimationFrame(frame);
-    frame = requestAnimationFrame(() => highlighted !== shown && draw(chart));
+    if (frame) return;
+    frame = requestAnimationFrame(() => {
+      frame = 0;
+      if (highlighted !== shown) draw(chart);
+    });
   }
 
   function draw(chart) {
@@ -320,14 +323,10 @@ function chartSteering(model, el) {
     if (!followed.has(chart)) {
       // The kernel restyles a curve now and then (a new best, a trial paused) and adds curves:
       // draw the highlight over their new style. Not after the highlight's own restyle (edit id
-      // -1, see `steer`): that drew it again, and again, as long as the mouse stayed on a line;
-      // nor after new points alone (most updates), which leave the drawn style as it was.
+      // -1, see `steer`): that drew it again, and again, as long as the mouse stayed on a line.
       followed.add(chart);
       const again = (_, message) => {
-        if (!message || message.trace_edit_id === -1) return;
-        const data = message.style_data || message.restyle_data;
-        const styled = !data || Object.keys(data).some((key) => /^(opacity|line)\b/.test(key));
-        if (styled) setTimeout(() => highlighted !== null && draw(chart));
+        if (message && message.trace_edit_id !== -1) setTimeout(() => highlighted !== null && draw(chart));
       };
       chart.on("change:_py2js_update change:_py2js_restyle change:_py2js_addTraces", again);
     }

@@ -57,7 +57,8 @@ STYLES = """root => {
 COUNT_DRAWINGS = """root => {
   const el = root.querySelector('.widget-tab-contents > :not(.lm-mod-hidden) .js-plotly-plot');
   const count = window.nbtuneDrawings = {kernel: 0, highlight: 0, mouse: 0};
-  const ours = (data) => Object.keys(data).sort().join() === 'line.color,line.width,opacity';
+  const ours = (data) => Object.keys(data).filter((key) => !key.startsWith('_')).sort().join()
+    === 'line.color,line.width,opacity';
   el.on('plotly_restyle', ([data]) => { count[ours(data) ? 'highlight' : 'kernel'] += 1; });
   el.on('plotly_update', () => { count.kernel += 1; });
   for (const kind of ['mouseenter', 'mouseleave']) {
