@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import secrets
@@ -476,7 +477,7 @@ def measure(
         "figure": "busy_pct",
         **run,
         "max": max(s["busy_pct"] for s in samples[1:]),
-        "last_quarter_mean": _mean([s["busy_pct"] for s in samples if s["s"] >= 3 * quarter]),
+        "last_quarter_mean": _busy_mean([s for s in samples if s["s"] >= 3 * quarter], samples),
         "series": [(s["s"], s["busy_pct"]) for s in samples[1:]],
         "passed": None,
     }
@@ -512,8 +513,12 @@ def measure(
     return [line | {"other_cpu_pct": cpu} for line in lines]
 
 
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 1) if values else None
+def _busy_mean(chosen: list[dict], samples: list[dict]) -> float | None:
+    """The busy share over the intervals that end at the `chosen` samples, by their length."""
+    began = {id(b): a["s"] for a, b in itertools.pairwise(samples)}
+    spans = [(s["busy_pct"], s["s"] - began[id(s)]) for s in chosen if id(s) in began]
+    total = sum(span for _, span in spans)
+    return round(sum(busy * span for busy, span in spans) / total, 1) if total else None
 
 
 def main() -> None:
