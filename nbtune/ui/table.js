@@ -283,20 +283,7 @@ function chartSteering(model, el) {
     });
   }
 
-  // The highlight drawn last: the mouse going from line to line (or lines moving under it)
-  // draws once a frame, and only what changed.
-  let shown = null;
-  let frame = 0;
-  function drawSoon(chart) {
-    if (frame) return;
-    frame = requestAnimationFrame(() => {
-      frame = 0;
-      if (highlighted !== shown) draw(chart);
-    });
-  }
-
   function draw(chart) {
-    shown = highlighted;
     const { names, ...own } = styles(chart);
     if (highlighted === null) {
       drawOnly(chart, own);
@@ -330,7 +317,7 @@ function chartSteering(model, el) {
       };
       chart.on("change:_py2js_update change:_py2js_restyle change:_py2js_addTraces", again);
     }
-    drawSoon(chart);
+    draw(chart);
   }
 
   const resized = new ResizeObserver(() => fit());
