@@ -21,6 +21,12 @@ garbage collection (`HeapProfiler.collectGarbage`, then `Performance.getMetrics`
    middle, to its lines drawn; target < 300 ms.
 6. `hover_highlight_ms`: from the mouse entering a table line to that trial's curve drawn bold
    on the learning curves; target < 100 ms.
+7. `busy_profile` (`--profile`): what the page's main thread spent its time on over
+   `--profile-s` seconds three quarters into the run (the DevTools CPU profiler): the
+   functions with the most time on the stack (`inclusive_ms`) and the most time of their own
+   (`self_ms`), and the share of each script (`by_script_ms`). Information.
+
+`--large` runs 200 trials of 300 reports, a report every 15 ms (a four-minute run).
 
 Every line has `other_cpu_pct`: CPU used by processes other than this benchmark and its
 descendants (JupyterLab, the kernel, its workers, Chromium), in % of one core. The machine
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import secrets
@@ -240,6 +247,14 @@ class Page:
             "busy_pct": round(100 * busy, 1),
         }
 
+    def profile(self, seconds: float) -> dict[str, Any]:
+        """Where the main thread's time went over the next `seconds` (DevTools' CPU profiler)."""
+        self.cdp.send("Profiler.enable")
+        self.cdp.send("Profiler.setSamplingInterval", {"interval": 500})
+        self.cdp.send("Profiler.start")
+        self.page.wait_for_timeout(seconds * 1000)
+        return profile_summary(self.cdp.send("Profiler.stop")["profile"])
+
     def click_ms(self) -> list[float]:
         """Pause a running trial from its row, then resume it: each click to its effect (the
         trial no longer shown running, then no longer paused)."""
@@ -262,8 +277,10 @@ class Page:
                 button.evaluate("el => el.scrollIntoView({block: 'nearest'})", timeout=2000)
                 box = button.bounding_box(timeout=2000)
             except PlaywrightError:  # the trial ended meanwhile, its line left the page
-                return found
+                box = None
             if box is None:
+                if found:  # paused, its line out of sight: a trial left paused never ends
+                    page.get_by_role("button", name="Resume all").click(timeout=10_000)
                 return found
             started = time.perf_counter()
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
@@ -335,6 +352,45 @@ class Page:
         return round((time.perf_counter() - started) * 1e3)
 
 
+def profile_summary(profile: dict[str, Any], top: int = 25) -> dict[str, Any]:
+    """A CPU profile's samples summed by function (on the stack, and at its top) and by
+    script; "(idle)" is time the thread waited."""
+    nodes = {node["id"]: node for node in profile["nodes"]}
+    parent = {child: node["id"] for node in profile["nodes"] for child in node.get("children", ())}
+    inclusive: dict[str, float] = {}
+    own: dict[str, float] = {}
+    scripts: dict[str, float] = {}
+    for sample, delta in zip(profile["samples"], profile["timeDeltas"], strict=True):
+        ms = delta / 1000
+        name = _frame(nodes[sample]["callFrame"])
+        own[name] = own.get(name, 0.0) + ms
+        script = nodes[sample]["callFrame"]["url"].rsplit("/", 1)[-1][:60] or name
+        scripts[script] = scripts.get(script, 0.0) + ms
+        seen, node = set(), sample
+        while node is not None:
+            frame = _frame(nodes[node]["callFrame"])
+            if frame not in seen:
+                seen.add(frame)
+                inclusive[frame] = inclusive.get(frame, 0.0) + ms
+            node = parent.get(node)
+
+    def ranked(sums: dict[str, float]) -> list[tuple[str, float]]:
+        return [(k, round(v)) for k, v in sorted(sums.items(), key=lambda kv: -kv[1])[:top]]
+
+    return {
+        "profiled_ms": round((profile["endTime"] - profile["startTime"]) / 1000),
+        "inclusive_ms": ranked(inclusive),
+        "self_ms": ranked(own),
+        "by_script_ms": ranked(scripts),
+    }
+
+
+def _frame(frame: dict[str, Any]) -> str:
+    script = frame["url"].rsplit("/", 1)[-1][:40]
+    where = f" {script}:{frame['lineNumber'] + 1}" if script else ""
+    return f"{frame['functionName'] or '(anonymous)'}{where}"
+
+
 def write_notebook(folder: Path, trials: int, reports: int, sleep: float) -> Path:
     cells = [cell.format(trials=trials, reports=reports, sleep=sleep) for cell in RUN_CELLS]
     path = folder / "bench.ipynb"
@@ -346,7 +402,13 @@ def write_notebook(folder: Path, trials: int, reports: int, sleep: float) -> Pat
 
 
 def measure(
-    trials: int, reports: int, sleep: float, every: float, width: int, anywidget: bool
+    trials: int,
+    reports: int,
+    sleep: float,
+    every: float,
+    width: int,
+    anywidget: bool,
+    profile_s: float | None = None,
 ) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
@@ -366,20 +428,22 @@ def measure(
             page.locator(TABLE_LINE).first.wait_for(timeout=120_000)
             began = time.perf_counter()
             samples, clicks, parcoords, hover = [watched.sample(began)], [], None, []
-            tabs_opened = False
-            longest = 3 * trials * reports * sleep / 4 + 60  # s; a trial left paused never ends
+            tabs_opened, profiled = False, None
+            planned = trials * reports * sleep / 4  # s, the run's length without overheads
+            longest = 3 * planned + 60  # s; a trial left paused never ends
             try:
                 while not page.evaluate(FINISHED) and time.perf_counter() - began < longest:
                     page.wait_for_timeout(every * 1000)
                     samples.append(watched.sample(began))
-                    clicks += watched.click_ms()
+                    clicks += [(samples[-1]["s"], ms) for ms in watched.click_ms()]
                     if len(hover) < 3:
                         hover.append(watched.hover_ms())
-                    middle = samples[-1]["s"] > 0.25 * trials * reports * sleep / 4
-                    if not tabs_opened and middle:
+                    if not tabs_opened and samples[-1]["s"] > 0.25 * planned:
                         tabs_opened = True
                         parcoords = watched.open_tab("parallel coordinates")
                         watched.open_tab("learning curves")
+                    if profile_s and profiled is None and samples[-1]["s"] > 0.75 * planned:
+                        profiled = watched.profile(profile_s) | {"at_s": samples[-1]["s"]}
                     print(json.dumps({"sample": samples[-1]}), file=sys.stderr, flush=True)
             except Exception:
                 page.screenshot(path="/tmp/dashboard_browser_failure.png")
@@ -387,6 +451,7 @@ def measure(
             samples.append(watched.sample(began))
             browser.close()
     cpu = others.percent()
+    quarter = samples[-1]["s"] / 4
     first_minute = max(s["heap_mb"] for s in samples if s["s"] <= 60)
     heap = {
         "figure": "heap_mb",
@@ -412,15 +477,18 @@ def measure(
         "figure": "busy_pct",
         **run,
         "max": max(s["busy_pct"] for s in samples[1:]),
+        "last_quarter_mean": _busy_mean([s for s in samples if s["s"] >= 3 * quarter], samples),
         "series": [(s["s"], s["busy_pct"]) for s in samples[1:]],
         "passed": None,
     }
     click = {
         "figure": "click_ms",
         **run,
-        "max": max(clicks, default=None),
+        "max": max((ms for _, ms in clicks), default=None),
+        "first_quarter_max": max((ms for s, ms in clicks if s <= quarter), default=None),
+        "last_quarter_max": max((ms for s, ms in clicks if s >= 3 * quarter), default=None),
         "target": "< 500",
-        "passed": bool(clicks) and max(clicks) < 500,
+        "passed": bool(clicks) and max(ms for _, ms in clicks) < 500,
         "series": clicks,
     }
     draw = {
@@ -440,7 +508,17 @@ def measure(
         "passed": bool(hovered) and max(hovered) < 100,
     }
     lines = [heap, nodes, busy, click, draw, highlight]
+    if profiled is not None:
+        lines.append({"figure": "busy_profile", **run, **profiled, "passed": None})
     return [line | {"other_cpu_pct": cpu} for line in lines]
+
+
+def _busy_mean(chosen: list[dict], samples: list[dict]) -> float | None:
+    """The busy share over the intervals that end at the `chosen` samples, by their length."""
+    began = {id(b): a["s"] for a, b in itertools.pairwise(samples)}
+    spans = [(s["busy_pct"], s["s"] - began[id(s)]) for s in chosen if id(s) in began]
+    total = sum(span for _, span in spans)
+    return round(sum(busy * span for busy, span in spans) / total, 1) if total else None
 
 
 def main() -> None:
@@ -452,6 +530,13 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1280, help="the window's width (px)")
     parser.add_argument("--quick", action="store_true", help="16 trials x 100 reports")
     parser.add_argument(
+        "--large", action="store_true", help="200 trials x 300 reports, one every 15 ms"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="profile the page three quarters into the run"
+    )
+    parser.add_argument("--profile-s", type=float, default=5.0, help="how long to profile")
+    parser.add_argument(
         "--without-anywidget",
         action="store_true",
         help="anywidget's lab extension disabled: the static table and charts",
@@ -459,8 +544,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.trials, args.reports, args.every = 16, 100, 3.0
+    if args.large:
+        args.trials, args.reports, args.sleep, args.every = 200, 300, 0.015, 10.0
     anywidget = not args.without_anywidget
-    for line in measure(args.trials, args.reports, args.sleep, args.every, args.width, anywidget):
+    profile_s = args.profile_s if args.profile else None
+    figures = measure(
+        args.trials, args.reports, args.sleep, args.every, args.width, anywidget, profile_s
+    )
+    for line in figures:
         print(json.dumps(line), flush=True)
 
 

@@ -294,7 +294,8 @@ class Dashboard:
             self._guarded("table", lambda: self._draw_top(trials, live))
             self._guarded("hints", lambda: self.hints.draw(live))
             tab = self.selected_tab
-            if not throttled or self.pacer.due(tab, self._closing.is_set()):
+            spacing = self.shared.spacing_s(tab)
+            if not throttled or self.pacer.due(tab, self._closing.is_set(), spacing):
                 self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
             self._draw_message()
             self.redraws += 1

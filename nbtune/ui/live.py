@@ -38,7 +38,6 @@ class LiveFigure(go.FigureWidget):
     and the browser's messages wait for it (a redraw takes milliseconds).
     """
 
-    _handler_js2py_traceDeltas = _held("_handler_js2py_traceDeltas", "_js2py_traceDeltas")
     _handler_js2py_layoutDelta = _held("_handler_js2py_layoutDelta", "_js2py_layoutDelta")
     _handler_js2py_restyle = _held("_handler_js2py_restyle", "_js2py_restyle")
     _handler_js2py_update = _held("_handler_js2py_update", "_js2py_update")
@@ -48,6 +47,37 @@ class LiveFigure(go.FigureWidget):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._drawing_lock = threading.RLock()
         super().__init__(*args, **kwargs)
+
+    @observe("_js2py_traceDeltas")
+    def _handler_js2py_traceDeltas(self, change: Mapping[str, Any]) -> None:
+        """The browser drew the last change of the traces: keep the defaults it filled in.
+
+        plotly's own handler looks each trace up among all the figure's traces, for each
+        trace: with 200 curves, a third of a second of the kernel's thread for every drawing,
+        and the clicks served on the same thread waited for it.
+        """
+        with self.drawing_lock:
+            answer = change["new"]
+            if answer and answer["trace_edit_id"] == self._last_trace_edit_id:
+                traces = self.data
+                index_of = {trace.uid: index for index, trace in enumerate(traces)}
+                for delta in answer["trace_deltas"]:
+                    self._take_defaults(index_of[delta["uid"]], traces, delta)
+                self._trace_edit_in_process = False
+                if not self._layout_edit_in_process:
+                    while self._waiting_edit_callbacks:
+                        self._waiting_edit_callbacks.pop()()
+            self._js2py_traceDeltas = None
+
+    def _take_defaults(self, index: int, traces: tuple, delta: Mapping[str, Any]) -> None:
+        """As plotly does for one trace's defaults (`_handler_js2py_traceDeltas`)."""
+        trace = traces[index]
+        defaults = go.FigureWidget._transform_data(trace._prop_defaults, delta)
+        removed = self._remove_overlapping_props(trace._props, trace._prop_defaults)
+        if removed:
+            self._py2js_removeTraceProps = {"remove_trace": index, "remove_props": removed}
+            self._py2js_removeTraceProps = None
+        self._dispatch_trace_change_callbacks(defaults, [index])
 
     @property
     def drawing_lock(self) -> threading.RLock:

@@ -209,7 +209,7 @@ function render({ model, el }) {
   for (const name of ["table", "sort", "descending", "status", "selected", "highlighted"]) {
     model.on(`change:${name}`, draw);
   }
-  model.on("change:table", charts.fit);
+  model.on("change:table", charts.fitNew);
   model.on("change:charts", charts.fit);
   draw();
   tellTheme();
@@ -237,14 +237,23 @@ function chartSteering(model, el) {
   async function fit() {
     const width = chartWidth(el.closest(".nbtune-dashboard"));
     if (width < 100) return;
-    for (const name of Object.keys(model.get("charts") || {})) {
+    for (const [name, id] of Object.entries(model.get("charts") || {})) {
       const chart = await figure(name);
       const layout = chart && chart.get("_widget_layout");
-      if (!layout || (layout.width === width && widths.get(chart) === width)) continue;
+      if (!layout) continue;
+      fitted.add(id);
+      if (layout.width === width && widths.get(chart) === width) continue;
       widths.set(chart, width);
       layout.width = width; // a view drawn from now on starts at this width
       steer(chart, "relayout", { width }); // the views drawn already
     }
+  }
+
+  // Fit the charts not fitted yet. A table redraw (ten a second) measured the page each time,
+  // which made the browser lay it out at once: the page's width is followed by `resized`.
+  const fitted = new Set();
+  function fitNew() {
+    if (Object.values(model.get("charts") || {}).some((id) => !fitted.has(id))) fit();
   }
 
   // The kernel's own style of each curve, as the chart model holds it (the highlight changes
@@ -299,10 +308,13 @@ function chartSteering(model, el) {
       return;
     }
     if (!followed.has(chart)) {
-      // The kernel restyles a curve now and then (a new best, a trial paused): draw the
-      // highlight over its new style.
+      // The kernel restyles a curve now and then (a new best, a trial paused) and adds curves:
+      // draw the highlight over their new style. Not after the highlight's own restyle (edit id
+      // -1, see `steer`): that drew it again, and again, as long as the mouse stayed on a line.
       followed.add(chart);
-      const again = () => setTimeout(() => highlighted !== null && draw(chart));
+      const again = (_, message) => {
+        if (message && message.trace_edit_id !== -1) setTimeout(() => highlighted !== null && draw(chart));
+      };
       chart.on("change:_py2js_update change:_py2js_restyle change:_py2js_addTraces", again);
     }
     draw(chart);
@@ -310,7 +322,7 @@ function chartSteering(model, el) {
 
   const resized = new ResizeObserver(() => fit());
   resized.observe(el);
-  return { fit, highlight, close: () => resized.disconnect() };
+  return { fit, fitNew, highlight, close: () => resized.disconnect() };
 }
 
 export default { render };

@@ -12,6 +12,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,16 @@ asks for one (a tab, an option, a metric, a line picked). A chart's update makes
 every curve and send its whole state back to the kernel: ten a second kept a browser busy
 all the time in a run of 64 trials. The header and the table still redraw ten times a
 second."""
+BROWSER_SHARE = 0.3
+"""The most of a browser's time the visible chart's drawings may take: a browser that answers
+a drawing `t` seconds after it was sent gets the next one `t / BROWSER_SHARE` seconds after the
+last, if that is longer than `CHART_EVERY_S` (see `LiveFigures.spacing_s`)."""
+UNANSWERED_S = 5.0
+"""How long a chart waits for its browser to answer its last drawing before it draws again
+anyway (a page closed, or reloaded, answers nothing)."""
+SENT_MESSAGES = ["_py2js_update", "_py2js_restyle", "_py2js_addTraces"]
+"""The changes of its curves that plotly's FigureWidget sends its browser: each has a
+`trace_edit_id` that the browser's `_js2py_traceDeltas` answer repeats, once it has drawn it."""
 STATIC_WEBGL_EVERY_S = 5.0
 """The same for parallel coordinates, which plotly.js draws with WebGL: each new drawing costs
 a browser without a GPU seconds."""
@@ -63,8 +74,9 @@ class Look:
 
 
 class TabPacer:
-    """When the dashboard's live refresh draws the visible tab: at most every `CHART_EVERY_S`,
-    at once when the user asked for something or another tab shows, and at the run's end."""
+    """When the dashboard's live refresh draws the visible tab: at most every `CHART_EVERY_S`
+    (or a longer `spacing_s`, for a browser slow to draw it), at once when the user asked for
+    something or another tab shows, and at the run's end."""
 
     def __init__(self) -> None:
         self.asked = False
@@ -72,16 +84,19 @@ class TabPacer:
         """The tab drawn last, and when (`time.monotonic`)."""
         self.behind = False
         """Whether the last refresh left the visible tab out."""
+        self.spacing_s = CHART_EVERY_S
 
     def ask(self) -> None:
         """The user changed what the visible tab shows: draw it at the next refresh."""
         self.asked = True
 
-    def due(self, tab: str, ending: bool) -> bool:
-        """Whether to draw `tab` at this refresh; noted as drawn if so."""
+    def due(self, tab: str, ending: bool, spacing_s: float = CHART_EVERY_S) -> bool:
+        """Whether to draw `tab` at this refresh, `spacing_s` after its last drawing; noted as
+        drawn if so."""
         now = time.monotonic()
         drawn, at = self.drawn
-        due = self.asked or ending or tab != drawn or now - at >= CHART_EVERY_S
+        self.spacing_s = spacing_s
+        due = self.asked or ending or tab != drawn or now - at >= spacing_s
         if due:
             self.drawn, self.asked = (tab, now), False
         self.behind = not due
@@ -92,7 +107,7 @@ class TabPacer:
         (None: until the next event)."""
         if not self.behind:
             return None
-        return max(0.0, self.drawn[1] + CHART_EVERY_S - time.monotonic())
+        return max(0.0, self.drawn[1] + self.spacing_s - time.monotonic())
 
 
 class LiveFigures:
@@ -117,6 +132,10 @@ class LiveFigures:
         """When each tab's figure was made (`time.monotonic`)."""
         self.rendered: set[str] = set()
         """The tabs whose figure a browser has drawn (see `DRAWN_MESSAGES`)."""
+        self.sent: dict[str, tuple[int, float]] = {}
+        """Each tab's last change of its curves sent to the browser: its edit id, and when."""
+        self.answer_s: dict[str, float] = {}
+        """How long each tab's browser took to answer its last drawing that it answered."""
 
     def take(self, tab: ChartTab) -> Any:
         """`tab`'s figure, made on first use."""
@@ -126,6 +145,8 @@ class LiveFigures:
         if tab.name not in self.figures:
             figure = self.figures[tab.name] = LiveFigure()
             figure.observe(lambda _: self.rendered.add(tab.name), names=DRAWN_MESSAGES)
+            figure.observe(partial(self._sent, tab.name), names=SENT_MESSAGES)
+            figure.observe(partial(self._answered, tab.name), names="_js2py_traceDeltas")
             # What the browser sends back is heard while a cell is busy (`tuner.wait()`),
             # as the buttons are: else the chart seems never drawn, and turns static.
             serve_on_subshell([figure])
@@ -134,6 +155,25 @@ class LiveFigures:
             self.owner = tab
             self._tell(self.by_tab())
         return self.figures[tab.name]
+
+    def spacing_s(self, name: str) -> float:
+        """How long the chart of tab `name` waits between two drawings: `CHART_EVERY_S`, longer
+        for a browser slow to draw it (`BROWSER_SHARE`), and until the browser answers the last
+        one (at most `UNANSWERED_S`): a busy page is sent no drawings it cannot keep up with,
+        and a click on it is not queued behind them."""
+        if name in self.sent:
+            return UNANSWERED_S
+        return max(CHART_EVERY_S, self.answer_s.get(name, 0.0) / BROWSER_SHARE)
+
+    def _sent(self, name: str, change: Mapping[str, Any]) -> None:
+        if change["new"]:
+            self.sent[name] = (change["new"]["trace_edit_id"], time.monotonic())
+
+    def _answered(self, name: str, change: Mapping[str, Any]) -> None:
+        edit, at = self.sent.get(name, (None, 0.0))
+        if change["new"] and change["new"].get("trace_edit_id") == edit:
+            self.answer_s[name] = time.monotonic() - at
+            self.sent.pop(name, None)
 
     def drop(self) -> None:
         """No live chart shows any more (the charts turned static)."""

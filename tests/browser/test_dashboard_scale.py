@@ -1,6 +1,9 @@
 """The dashboard over a busy run in JupyterLab: its chart stays a live FigureWidget, the page
 does not pile up DOM nodes, and hovering a trial's line highlights its curve in the browser.
 
+Holding the mouse on a line draws the highlight again only when something else drew (the
+highlight's own drawing once drew it again, and again, keeping the page busy all the time).
+
 The run: 32 trials, 4 at a time, each reporting every 20 ms; seven in eight end after 40
 reports, the others (trials 1, 9, 17, 25) run until the test stops the run. The test looks
 once the run has lasted past the dashboard's grace for a chart to be drawn: a chart it wrongly
@@ -48,6 +51,24 @@ STYLES = """root => {
     {width: (t.line || {}).width, opacity: t.opacity === undefined ? 1 : t.opacity}])) : {};
 }"""
 
+# From now on, count the learning curves' drawings: the kernel's (its updates), the
+# highlight's (a restyle of every curve's opacity, width and colour) and what starts one in the
+# browser (the mouse entering or leaving a line).
+COUNT_DRAWINGS = """root => {
+  const el = root.querySelector('.widget-tab-contents > :not(.lm-mod-hidden) .js-plotly-plot');
+  const count = window.nbtuneDrawings = {kernel: 0, highlight: 0, mouse: 0};
+  const ours = (data) => Object.keys(data).filter((key) => !key.startsWith('_')).sort().join()
+    === 'line.color,line.width,opacity';
+  el.on('plotly_restyle', ([data]) => { count[ours(data) ? 'highlight' : 'kernel'] += 1; });
+  el.on('plotly_update', () => { count.kernel += 1; });
+  for (const kind of ['mouseenter', 'mouseleave']) {
+    root.addEventListener(kind, (event) => {
+      if (event.target.matches && event.target.matches('tr[data-trial]')) count.mouse += 1;
+    }, true);
+  }
+}"""
+DRAWINGS = "() => ({...window.nbtuneDrawings})"
+
 
 def dom_nodes(page) -> int:
     """DOM nodes alive in the page, attached or not, after a full garbage collection."""
@@ -89,6 +110,11 @@ def test_a_busy_run_keeps_a_live_chart_a_flat_page_and_highlights_in_the_browser
     own = eventually(bold_under_the_mouse, "the curve of the trial under the mouse drawn bold")
     others = [style for name, style in root.evaluate(STYLES).items() if name != own]
     assert others and all(style["opacity"] < 0.5 for style in others), "the others faint"
+    root.evaluate(COUNT_DRAWINGS)
+    eventually(lambda: root.evaluate(DRAWINGS)["kernel"] >= 4, "four drawings from the kernel")
+    drawn = root.evaluate(DRAWINGS)
+    causes = drawn["kernel"] + drawn["mouse"]
+    assert drawn["highlight"] <= 2 * causes + 2, f"the highlight drawn again by itself: {drawn}"
     notebook.screenshot("hover", scroll_to=root.locator(".js-plotly-plot"))
     notebook.page.mouse.move(0, 0)
     eventually(

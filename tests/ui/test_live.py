@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import plotly.graph_objects as go
 from ui.test_figures import growing_space
 
 from nbtune.ui.data import parameter_data
@@ -55,3 +56,14 @@ def test_redraws_on_one_thread_and_browser_messages_on_another_do_not_collide():
         done.set()
         redrawing.join()
     assert not failures
+
+
+def test_the_browser_s_answer_to_a_drawing_gives_each_curve_its_defaults_as_plotly_does():
+    for figure in (LiveFigure(), go.FigureWidget()):
+        figure.add_traces([go.Scatter(y=[1.0, 0.5], mode="lines") for _ in range(300)])
+        filled_in = [{"uid": trace.uid, "xaxis": "x", "hoverinfo": "all"} for trace in figure.data]
+        answer = {"trace_deltas": filled_in, "trace_edit_id": figure._last_trace_edit_id}
+        figure._js2py_traceDeltas = answer
+        assert [(trace.xaxis, trace.hoverinfo) for trace in figure.data] == [("x", "all")] * 300
+        assert not figure._trace_edit_in_process, "the drawing is known drawn"
+        assert figure._js2py_traceDeltas is None
