@@ -418,7 +418,7 @@ class Dashboard:
     def _draw_ahead(
         self, shown: str, trials: Sequence[Trial], rows: Sequence[Mapping[str, Any]]
     ) -> None:
-        """Draw the hidden charts that the browser keeps ready to show (see `ChartTab.due_ahead`)."""
+        """Draw the hidden charts that the browser keeps ready to show (`ChartTab.due_ahead`)."""
         ending = self._closing.is_set()
         for name, chart in self.charts.items():
             if name != shown and chart.due_ahead(self.static_charts, ending):
