@@ -34,6 +34,13 @@ function plotlyFromKernel(model) {
   return asked;
 }
 
+function quietMoment() {
+  return new Promise((resolve) => {
+    if (window.requestIdleCallback) window.requestIdleCallback(() => resolve(), { timeout: 5000 });
+    else setTimeout(resolve, 500);
+  });
+}
+
 // The width the chart has where it is, or (hidden in its tab) the width the visible tab's chart
 // has: each tab's chart sits in the same place.
 function roomFor(el) {
@@ -53,10 +60,13 @@ function render({ model, el }) {
   let again = false;
 
   async function draw() {
+    if (!(model.get("figure") || {}).data) return;
+    if (el.offsetParent === null) {
+      if (drawn) return; // drawn once already: again when it shows
+      await quietMoment(); // a second's drawing: not in the middle of the page's other work
+    }
     const figure = model.get("figure");
-    if (!figure || !figure.data) return;
     const shown = el.offsetParent !== null;
-    if (!shown && drawn) return; // drawn once already: again when it shows
     const plotly = window.Plotly || (shown ? await plotlyFromKernel(model) : null);
     const width = roomFor(el);
     if (!plotly || width < 100) return;
