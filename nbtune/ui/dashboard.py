@@ -77,6 +77,7 @@ from nbtune.ui.views import (
     LiveFigures,
     Look,
     TabPacer,
+    due_ahead,
     trial_html,
 )
 
@@ -296,7 +297,8 @@ class Dashboard:
             tab = self.selected_tab
             if not throttled or self.pacer.due(tab, self._closing.is_set()):
                 self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
-            self._draw_ahead(tab, trials, rows)
+            for name in due_ahead(self.charts, tab, self.static_charts, self._closing.is_set()):
+                self._guarded(name, lambda name=name: self._draw_tab(name, trials, rows))
             self._draw_message()
             self.redraws += 1
 
@@ -414,15 +416,6 @@ class Dashboard:
             if tab in self.pickers.widgets:
                 metric, mode = self.pickers.picked(tab, rows)
             chart.draw(trials, rows, metric, mode, look, self.static_charts)
-
-    def _draw_ahead(
-        self, shown: str, trials: Sequence[Trial], rows: Sequence[Mapping[str, Any]]
-    ) -> None:
-        """Draw the hidden charts that the browser keeps ready to show (`ChartTab.due_ahead`)."""
-        ending = self._closing.is_set()
-        for name, chart in self.charts.items():
-            if name != shown and chart.due_ahead(self.static_charts, ending):
-                self._guarded(name, lambda name=name: self._draw_tab(name, trials, rows))
 
     def _on_tab(self, _: Any) -> None:
         """Another tab shown: the trial tab reads the trial's artifacts again when opened."""

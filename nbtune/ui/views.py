@@ -407,6 +407,14 @@ class ParameterOptions:
             self._offering = False
 
 
+def due_ahead(charts: Mapping[str, Any], shown: str, static: bool, ending: bool) -> list[str]:
+    """The hidden tabs whose chart to draw now so that the browser has it ready when they
+    open (see `ChartTab.due_ahead`)."""
+    return [
+        name for name, chart in charts.items() if name != shown and chart.due_ahead(static, ending)
+    ]
+
+
 def _remember_state(figure: Any) -> None:
     """Keep the widget's saved state equal to what it shows, without sending it.
 
