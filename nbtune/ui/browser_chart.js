@@ -18,7 +18,7 @@ function plotlyFromKernel(model) {
         model.off("msg:custom", heard);
         const url = URL.createObjectURL(new Blob([buffers[0]], { type: "text/javascript" }));
         try {
-          await import(/* webpackIgnore: true */ url); // it sets window.Plotly
+          await import(url); // plotly.js sets window.Plotly
           resolve(window.Plotly);
         } catch (error) {
           asked = null;
