@@ -106,29 +106,28 @@ VISIBLE_CHART = (
     "document.querySelector('.nbtune-dashboard .widget-tab-contents > :not(.lm-mod-hidden)"
     " .js-plotly-plot')"
 )
-WATCH_TAB = (
-    """tab => {
+WATCH_TAB = """tab => {
   delete window.__nbtuneClicked;
   delete window.__nbtuneShown;
   const clicked = (event) => { window.__nbtuneClicked = event.timeStamp; };
   document.addEventListener('pointerdown', clicked, {capture: true, once: true});
-  const check = (frame) => {
-    const el = """
-    + VISIBLE_CHART
-    + """;
-    const drawn = el && el._fullLayout && (el.data || []).length && el.querySelector('.main-svg');
-    const shown = tab.classList.contains('lm-mod-current');
-    if (window.__nbtuneClicked !== undefined && shown && drawn) {
-      window.__nbtuneShown = frame;
+  const index = [...tab.parentElement.children].indexOf(tab);
+  const panels = tab.closest('.lm-TabBar').parentElement.querySelector('.widget-tab-contents');
+  const panel = panels.children[index];
+  const check = () => {
+    const el = panel.querySelector('.js-plotly-plot');
+    const shown = el && el.offsetParent !== null && !panel.classList.contains('lm-mod-hidden');
+    const drawn = shown && el._fullLayout && el.data && el.querySelector('.main-svg');
+    if (window.__nbtuneClicked !== undefined && drawn && el.data.length) {
+      window.__nbtuneShown = performance.now();
     } else {
       requestAnimationFrame(check);
     }
   };
   requestAnimationFrame(check);
 }"""
-)
-"""Times in the page a click on `tab` (its pointerdown) and the first frame after it that shows
-the tab's chart drawn."""
+"""Times in the page a click on `tab` (its pointerdown) and the first animation frame after it
+in which the chart in the tab's panel shows drawn."""
 
 
 class OtherCpu:
