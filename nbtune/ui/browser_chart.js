@@ -59,6 +59,12 @@ function render({ model, el }) {
   let drawing = null;
   let again = false;
 
+  // `data-stale` on the chart while what it shows is older than its figure (drawn in its
+  // hidden tab, the figure changed since): it shows it for the moment a redraw takes.
+  function markStale() {
+    chart.dataset.stale = String(!drawn || drawn[0] !== model.get("figure"));
+  }
+
   async function draw() {
     if (!(model.get("figure") || {}).data) return;
     if (el.offsetParent === null) {
@@ -74,6 +80,7 @@ function render({ model, el }) {
     const layout = { ...figure.layout, width, autosize: false };
     await plotly.react(chart, figure.data, layout, { displaylogo: false });
     drawn = [figure, width];
+    markStale();
     chart.dispatchEvent(new CustomEvent("nbtune-chart-drawn", { bubbles: true, detail: { width } }));
   }
 
@@ -94,16 +101,20 @@ function render({ model, el }) {
       });
   }
 
-  const plotlyLoaded = () => redraw();
-  document.addEventListener("plotlywidget-after-render", plotlyLoaded);
-  model.on("change:figure", redraw);
+  const changed = () => {
+    markStale();
+    redraw();
+  };
+  document.addEventListener("plotlywidget-after-render", redraw);
+  model.on("change:figure", changed);
   const resized = new ResizeObserver(redraw); // shown, hidden, or a new width
   resized.observe(el);
+  markStale();
   redraw();
   return () => {
     resized.disconnect();
-    document.removeEventListener("plotlywidget-after-render", plotlyLoaded);
-    model.off("change:figure", redraw);
+    document.removeEventListener("plotlywidget-after-render", redraw);
+    model.off("change:figure", changed);
     if (window.Plotly) window.Plotly.purge(chart);
   };
 }
