@@ -38,7 +38,7 @@ function plotlyFromKernel(model) {
 
 function quietMoment() {
   return new Promise((resolve) => {
-    if (window.requestIdleCallback) window.requestIdleCallback(() => resolve(), { timeout: 5000 });
+    if (window.requestIdleCallback) window.requestIdleCallback(() => resolve(), { timeout: 1000 });
     else setTimeout(resolve, 500);
   });
 }
