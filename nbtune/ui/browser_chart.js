@@ -6,9 +6,7 @@
 // Drawn once in its hidden tab as soon as plotly.js is there (a WebGL chart's first drawing
 // costs a second without a GPU: its contexts and shaders), and then again only when it shows
 // and its figure changed meanwhile (a redraw in a few hundred ms), so that opening the tab shows
-// it at once. Once the run is over (`ahead` false), a hidden chart is no longer kept drawn: its
-// WebGL contexts go back to the page. Where the page has no plotly.js when the tab shows, the
-// kernel sends it (once).
+// it at once. Where the page has no plotly.js when the tab shows, the kernel sends it (once).
 
 let asked = null;
 
@@ -70,7 +68,7 @@ function render({ model, el }) {
   async function draw() {
     if (!(model.get("figure") || {}).data) return;
     if (el.offsetParent === null) {
-      if (drawn || !model.get("ahead")) return; // drawn once already: again when it shows
+      if (drawn) return; // drawn once already: again when it shows
       await quietMoment(); // a second's drawing: not in the middle of the page's other work
     }
     const figure = model.get("figure");
@@ -107,14 +105,6 @@ function render({ model, el }) {
     markStale();
     redraw();
   };
-  // the run is over: a hidden chart is drawn again only when it shows
-  const over = () => {
-    if (model.get("ahead") || el.offsetParent !== null || !drawn || drawing) return;
-    window.Plotly.purge(chart);
-    drawn = null;
-    markStale();
-  };
-  model.on("change:ahead", over);
   document.addEventListener("plotlywidget-after-render", redraw);
   model.on("change:figure", changed);
   const resized = new ResizeObserver(redraw); // shown, hidden, or a new width
@@ -125,7 +115,6 @@ function render({ model, el }) {
     resized.disconnect();
     document.removeEventListener("plotlywidget-after-render", redraw);
     model.off("change:figure", changed);
-    model.off("change:ahead", over);
     if (window.Plotly) window.Plotly.purge(chart);
   };
 }

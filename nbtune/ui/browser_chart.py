@@ -29,9 +29,6 @@ class BrowserChart(anywidget.AnyWidget):
     _esm = pathlib.Path(__file__).with_name("browser_chart.js")
     figure = traitlets.Dict().tag(sync=True)
     """The figure as plotly's JSON (`data`, `layout`), sent whole when it changes."""
-    ahead = traitlets.Bool(True).tag(sync=True)
-    """Whether the browser keeps the chart drawn while it is hidden (during a live run): once
-    the run is over, a hidden chart gives its WebGL contexts back (a page has a few dozen)."""
 
     def __init__(self) -> None:
         super().__init__(layout=widgets.Layout(width="100%"))

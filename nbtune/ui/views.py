@@ -206,12 +206,9 @@ class ChartTab:
 
     def due_ahead(self, static: bool, ending: bool) -> bool:
         """Whether to draw this chart while its tab is hidden: a `BrowserChart` during a live
-        run every `AHEAD_EVERY_S`, and at its end (after which the browser no longer keeps it
-        drawn there: see `BrowserChart.ahead`)."""
-        if self.browser is None or static:
-            return False
-        self.browser.ahead = not ending
-        return ending or time.monotonic() - self._sent_at >= AHEAD_EVERY_S
+        run every `AHEAD_EVERY_S`, and at its end."""
+        elapsed = time.monotonic() - self._sent_at
+        return self.browser is not None and not static and (ending or elapsed >= AHEAD_EVERY_S)
 
     @property
     def made_at(self) -> float:
