@@ -83,6 +83,15 @@ _HANDOVER_S = 0.25
 a new process (a worker leaves a run within milliseconds unless its trial is busy)."""
 _EARLY_DEATHS = 3
 """How many workers may die before they say Ready before a run stops starting more."""
+_BOOTING_AT_ONCE = max(1, (os.cpu_count() or 1) - 1)
+"""How many workers may boot at once. A worker's boot (a fresh interpreter importing nbtune)
+is a few tenths of a second of CPU: four at once on two cores made the first trial wait for
+all four; one at a time, with a core left to the kernel, its worker is up in half the time."""
+_BOOT_WAIT_S = 2.0
+"""How long a booting worker keeps the next from starting, at most (one stuck in its boot
+holds up no other)."""
+_BOOTED, _IDLE = "booted", "idle"
+"""What a worker says up its pipe: once it has booted, and each time it is done with a run."""
 
 
 class _Worker:
@@ -98,6 +107,8 @@ class _Worker:
         self.process.start()
         theirs.close()
         self.free = True
+        self.booted = False
+        self._started_at = time.monotonic()
 
     def serve(self, run: tuple[bytes, str, bytes]) -> None:
         self.free = False
@@ -108,9 +119,19 @@ class _Worker:
         """Alive and done with its last run."""
         with contextlib.suppress(OSError, EOFError):
             while self.pipe.poll():
-                self.pipe.recv()
-                self.free = True
+                self.booted = True
+                if self.pipe.recv() == _IDLE:
+                    self.free = True
         return self.free and self.process.is_alive()
+
+    def is_booting(self) -> bool:
+        """Still importing what it runs: it has not said so up its pipe, is alive, and has
+        not been at it longer than `_BOOT_WAIT_S`."""
+        if not self.booted:
+            with contextlib.suppress(OSError):
+                self.booted = self.pipe.poll()
+        overdue = time.monotonic() - self._started_at > _BOOT_WAIT_S
+        return not (self.booted or overdue or not self.process.is_alive())
 
     def kill(self) -> None:
         """Kill the worker and what its trial started (a joblib pool, say); frozen first, so
@@ -128,9 +149,10 @@ _exiting = False
 """Set once the interpreter exits: no worker starts after its workers were killed."""
 
 
-def _take_worker() -> _Worker:
+def _take_worker() -> _Worker | None:
     """A warm worker that no live run uses (one still leaving its last run is waited for,
-    briefly), or a new one."""
+    briefly), or a new one; None while `_BOOTING_AT_ONCE` workers boot (the run asks again
+    at its next poll, which a worker that connects wakes)."""
     with _workers_lock:
         _forget_dead_free_workers()
         worker = _first_free()
@@ -140,7 +162,7 @@ def _take_worker() -> _Worker:
         if worker is not None:
             _free_workers.remove(worker)
             return worker
-        return _new_worker()
+        return _new_worker() if _may_start_worker() else None
 
 
 def warm_up(count: int) -> None:
@@ -162,7 +184,16 @@ def _start_workers(count: int) -> None:
             _forget_dead_free_workers()
             if _exiting or len(_every_worker) >= count:
                 return
-            _free_workers.append(_new_worker())
+            if _may_start_worker():
+                _free_workers.append(_new_worker())
+                continue
+            booting = [worker for worker in _every_worker if worker.is_booting()]
+        wait([w.pipe for w in booting] + [w.process.sentinel for w in booting], _BOOT_WAIT_S)
+
+
+def _may_start_worker() -> bool:
+    """Whether fewer than `_BOOTING_AT_ONCE` workers boot; the caller holds `_workers_lock`."""
+    return sum(worker.is_booting() for worker in _every_worker) < _BOOTING_AT_ONCE
 
 
 def _new_worker() -> _Worker:
@@ -223,9 +254,10 @@ def _work(runs: Any, driver: int) -> None:
     tie_to_driver(driver)
     forget_loky_start_method()
     with contextlib.suppress(OSError, EOFError):
+        runs.send(_BOOTED)
         while runs.poll(_IDLE_WORKER_TIMEOUT_S):
             _serve(*runs.recv())
-            runs.send("idle")
+            runs.send(_IDLE)
 
 
 def _serve(payload: bytes, address: str, authkey: bytes) -> None:
@@ -346,10 +378,11 @@ class WarmWorkers(ProcessPool):
             self._waiting.clear()
 
     def _staff(self) -> None:
-        """One worker per trial that can run: the run's first workers at once, more (up to
-        `resize`'s count) only for trials that run or wait, so that a larger count than there
-        are trials starts no idle process. A worker that died is replaced, unless workers keep
-        dying before they can serve (then something in every worker is broken)."""
+        """One worker per trial that can run: the run's first workers as soon as they may
+        boot (`_BOOTING_AT_ONCE`), more (up to `resize`'s count) only for trials that run or
+        wait, so that a larger count than there are trials starts no idle process. A worker
+        that died is replaced, unless workers keep dying before they can serve (then something
+        in every worker is broken)."""
         if not self._open:
             return
         self._bury_the_dead()
@@ -359,6 +392,8 @@ class WarmWorkers(ProcessPool):
         wanted = min(self._size, max(self._warm, busy))
         for _ in range(wanted - len(self._workers)):
             worker = _take_worker()
+            if worker is None:
+                return
             worker.serve(self._run)
             self._workers.append(worker)
 

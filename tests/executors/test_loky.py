@@ -157,6 +157,54 @@ def test_a_new_worker_loads_only_what_its_trials_need(tmp_path):
     assert out.stdout.strip() == "''"
 
 
+WORKER_BOOTS = """
+import sys
+import time
+import nbtune as nt
+from nbtune.executors import loky
+
+loky._BOOTING_AT_ONCE = 1
+
+def most_booting_until(done):
+    most = 0
+    while not done():
+        with loky._workers_lock:
+            most = max(most, sum(worker.is_booting() for worker in loky._every_worker))
+        time.sleep(0.001)
+    return most
+
+def booted(count):
+    with loky._workers_lock:
+        workers = list(loky._every_worker)
+    return len(workers) == count and not any(worker.is_booting() for worker in workers)
+
+loky.warm_up(2)
+warmed = most_booting_until(lambda: booted(2))
+
+def train(config):
+    nt.report(loss=config["x"])
+
+tuner = nt.Tuner(train, {"x": nt.grid([0, 1, 2, 3, 4, 5])}, metric="loss",
+                 max_concurrent=4, storage_path=sys.argv[1], progress=False)
+tuner.start()
+ran = most_booting_until(lambda: not tuner.status.live)
+print(warmed, ran, tuner.status.state, len(tuner.dataframe()))
+"""
+
+
+def test_workers_boot_one_after_another_so_the_first_trial_s_worker_is_up_soonest(tmp_path):
+    """Four workers booting at once on two cores made the first trial wait for all four: they
+    boot `_BOOTING_AT_ONCE` at a time, whether warmed up ahead or started by a run."""
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER_BOOTS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.split() == ["1", "1", "finished", "6"]
+
+
 def test_joblib_parallel_works_beside_a_run(loky_driver):
     joblib = pytest.importorskip("joblib")
     driver = loky_driver(trainables.count_up)
