@@ -83,10 +83,11 @@ _HANDOVER_S = 0.25
 a new process (a worker leaves a run within milliseconds unless its trial is busy)."""
 _EARLY_DEATHS = 3
 """How many workers may die before they say Ready before a run stops starting more."""
-_BOOTING_AT_ONCE = max(1, (os.cpu_count() or 1) - 1)
-"""How many workers may boot at once. A worker's boot (a fresh interpreter importing nbtune)
-is a few tenths of a second of CPU: four at once on two cores made the first trial wait for
-all four; one at a time, with a core left to the kernel, its worker is up in half the time."""
+_BOOTING_AT_ONCE = os.cpu_count() or 1
+"""How many workers may boot at once: no more than there are cores. A worker's boot (a fresh
+interpreter importing nbtune) is a few tenths of a second of CPU: four at once on two cores made
+the first trial wait for all four (a first result 0.53 s after `Tuner(...)` in a kernel, 0.42 s
+two at a time; one at a time gave 0.37 s but put a cold run's last worker a boot later)."""
 _BOOT_WAIT_S = 2.0
 """How long a booting worker keeps the next from starting, at most (one stuck in its boot
 holds up no other)."""
