@@ -195,7 +195,7 @@ print(warmed, ran, tuner.status.state, len(tuner.dataframe()))
 def test_no_more_workers_boot_at_once_than_the_cores_allow(tmp_path):
     """Four workers booting at once on two cores made the first trial wait for all four: they
     boot `_BOOTING_AT_ONCE` at a time (one here), whether warmed up ahead or started by a run,
-    and the run still gets all its workers."""
+    and the run, held back meanwhile, ends as it would."""
     out = subprocess.run(
         [sys.executable, "-c", WORKER_BOOTS, str(tmp_path)],
         capture_output=True,
