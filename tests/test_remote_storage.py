@@ -112,8 +112,11 @@ def remote_results(s3, run_url) -> list[tuple[int, int]]:
 
 
 def remote_checkpoints(s3, run_url) -> list[str]:
-    found = s3.find(f"{run_url}/trials")
-    return sorted(path.split("/trials/", 1)[1] for path in found if "checkpoint" in path)
+    """The checkpoint files under the run's trials in the store, as "<trial>/checkpoints/...".
+    (The test's name, in `run_url`, may say "checkpoint" too.)"""
+    trials = run_url.split("://", 1)[-1] + "/trials/"
+    found = [path.removeprefix(trials) for path in s3.find(trials) if path.startswith(trials)]
+    return sorted(path for path in found if "/checkpoints/" in path)
 
 
 def histories(view) -> dict[int, list[tuple]]:
