@@ -405,7 +405,7 @@ class RemoteRun:
         carries on (`resume`), else empty. Refused in one line while another writer holds the
         run, and (as for a local folder) if the run exists and neither `resume` nor
         `overwrite` is given."""
-        self.check_free()
+        check_free(self.store, self.name, self.folder)
         exists = self.store.exists(self.name)
         if not exists and self.store.fs.exists(self.store.path(self.name)):
             raise FileExistsError(
@@ -423,13 +423,6 @@ class RemoteRun:
         self.known = {}
         if self.folder.exists():
             shutil.rmtree(self.folder)
-
-    def check_free(self) -> None:
-        """Refuse in one line to take the run while another writer holds it: a fresh lease in
-        the store, or a live run on this machine in the cache folder."""
-        check_lease(self.store, self.name)
-        if self.folder.exists():
-            check_unlocked(self.folder)
 
     def storage(self) -> RemoteExperimentStorage:
         return RemoteExperimentStorage(self)
@@ -464,10 +457,19 @@ def restore_folder(url: str, storage_options: Mapping[str, Any] | None) -> tuple
         FileNotFoundError: the store holds no run at `url`, in one line.
     """
     parent, name = split_url(url)
-    run = RemoteRun(RemoteStore(parent, storage_options), name, sync_period_s=1.0)
-    run.check_free()
-    pull(run.store, name, run.folder, part="spec")
-    return run.folder, parent
+    store = RemoteStore(parent, storage_options)
+    folder = store.folder(name)
+    check_free(store, name, folder)
+    pull(store, name, folder, part="spec")
+    return folder, parent
+
+
+def check_free(store: RemoteStore, name: str, folder: Path) -> None:
+    """Refuse in one line to take run `name` while another writer holds it: a fresh lease in
+    `store`, or a live run on this machine in its cache `folder`."""
+    check_lease(store, name)
+    if folder.exists():
+        check_unlocked(folder)
 
 
 def read_copy(url: str, storage_options: Mapping[str, Any] | None, part: str) -> Path:
