@@ -160,8 +160,10 @@ class LiveFigures:
         """How long the chart of tab `name` waits between two drawings: `CHART_EVERY_S`, longer
         for a browser slow to draw it (`BROWSER_SHARE`), and until the browser answers the last
         one (at most `UNANSWERED_S`): a busy page is sent no drawings it cannot keep up with,
-        and a click on it is not queued behind them."""
-        if name in self.sent:
+        and a click on it is not queued behind them. Not before the browser has drawn the
+        chart once: its model keeps the drawings, which cost the page nothing until a view
+        draws them, and the run's first curves would wait for an answer that no view gives."""
+        if name in self.sent and name in self.rendered:
             return UNANSWERED_S
         return max(CHART_EVERY_S, self.answer_s.get(name, 0.0) / BROWSER_SHARE)
 

@@ -95,6 +95,10 @@ def test_a_chart_waits_for_its_browser_to_answer_its_last_drawing():
     figure = shared.take(tab)
     assert shared.spacing_s(tab.name) == CHART_EVERY_S, "nothing sent yet"
     figure.add_scatter(y=[1.0, 0.5])
+    assert shared.spacing_s(tab.name) == CHART_EVERY_S, "no view has drawn the chart yet"
+    figure._js2py_layoutDelta = {"layout_delta": {}, "layout_edit_id": 0}
+    assert tab.name in shared.rendered
+    figure.add_scatter(y=[0.8, 0.4])
     assert shared.spacing_s(tab.name) == UNANSWERED_S, "a drawing is on its way"
     figure._js2py_traceDeltas = {"trace_deltas": [], "trace_edit_id": -1}
     assert shared.spacing_s(tab.name) == UNANSWERED_S, "the table's highlight is no answer"
