@@ -105,6 +105,15 @@ KERNEL_IDLE = (
 RUN_ALL = "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }"
 FINISHED = """() => { const t = document.querySelector('.nbtune-dashboard .widget-html-content');
   return !!t && /— (finished|stopped|done)/.test(t.textContent); }"""
+TRACE_CATEGORIES = [
+    "devtools.timeline",
+    "disabled-by-default-devtools.timeline",
+    "v8",
+    "blink.user_timing",
+]
+DURATIONS = ("Task", "Script", "Layout", "RecalcStyle")
+"""The page's main-thread times that `Performance.getMetrics` sums (the rest of a task's time
+is paint, compositing, garbage collection and the browser's own work)."""
 ATTACHED = "() => document.getElementsByTagName('*').length"
 TABLE_LINE = ".nbtune-table tr[data-trial], .nbtune-static-table tbody tr"
 VISIBLE_CHART = (
@@ -226,8 +235,12 @@ class Page:
         self.cdp = page.context.new_cdp_session(page)
         self.cdp.send("Performance.enable")
         self.cdp.send("HeapProfiler.enable")
-        self._task = self._metrics()["TaskDuration"]
+        self._spent = self._durations(self._metrics())
         self._at = time.perf_counter()
+
+    @staticmethod
+    def _durations(metrics: dict[str, float]) -> dict[str, float]:
+        return {name: metrics[f"{name}Duration"] for name in DURATIONS}
 
     def _metrics(self) -> dict[str, float]:
         return {m["name"]: m["value"] for m in self.cdp.send("Performance.getMetrics")["metrics"]}
@@ -237,14 +250,19 @@ class Page:
         self.cdp.send("HeapProfiler.collectGarbage")
         metrics = self._metrics()
         now = time.perf_counter()
-        busy = (metrics["TaskDuration"] - self._task) / (now - self._at)
-        self._task, self._at = metrics["TaskDuration"], now
+        spent = self._durations(metrics)
+        shares = {
+            name: round(100 * (spent[name] - self._spent[name]) / (now - self._at), 1)
+            for name in DURATIONS
+        }
+        self._spent, self._at = spent, now
         return {
             "s": round(now - began, 1),
             "heap_mb": round(metrics["JSHeapUsedSize"] / 2**20, 1),
             "nodes": int(metrics["Nodes"]),
             "attached": self.page.evaluate(ATTACHED),
-            "busy_pct": round(100 * busy, 1),
+            "busy_pct": shares.pop("Task"),
+            **{f"{name.lower()}_pct": share for name, share in shares.items()},
         }
 
     def profile(self, seconds: float) -> dict[str, Any]:
@@ -254,6 +272,14 @@ class Page:
         self.cdp.send("Profiler.start")
         self.page.wait_for_timeout(seconds * 1000)
         return profile_summary(self.cdp.send("Profiler.stop")["profile"])
+
+    def trace(self, seconds: float) -> dict[str, Any]:
+        """What the page's main thread did over the next `seconds`, by trace event (a Chromium
+        trace of DevTools' timeline categories)."""
+        browser = self.page.context.browser
+        browser.start_tracing(page=self.page, categories=TRACE_CATEGORIES)
+        self.page.wait_for_timeout(seconds * 1000)
+        return trace_summary(json.loads(browser.stop_tracing()))
 
     def click_ms(self) -> list[float]:
         """Pause a running trial from its row, then resume it: each click to its effect (the
@@ -385,6 +411,51 @@ def profile_summary(profile: dict[str, Any], top: int = 25) -> dict[str, Any]:
     }
 
 
+def trace_summary(trace: dict[str, Any], top: int = 25) -> dict[str, Any]:
+    """A trace's events on the page's main thread, summed by name: the time of their own
+    (their children's taken out), and for the events that call scripts, by where they came
+    from (`FunctionCall`'s function, `EventDispatch`'s type, `TimerFire`...)."""
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    names = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
+    main = [
+        e
+        for e in events
+        if e.get("ph") == "X" and "dur" in e and names.get((e["pid"], e["tid"])) == "CrRendererMain"
+    ]
+    main.sort(key=lambda e: (e["tid"], e["ts"], -e["dur"]))
+    own: dict[str, float] = {}
+    open_: list[list] = []  # [end, name, own time]
+    busy = 0.0
+
+    def close(until: float) -> None:
+        while open_ and open_[-1][0] <= until:
+            _, name, ms = open_.pop()
+            own[name] = own.get(name, 0.0) + ms
+
+    for event in main:
+        start, ms = event["ts"], event["dur"] / 1000
+        close(start)
+        name = event["name"]
+        detail = event.get("args", {}).get("data", {})
+        if name == "FunctionCall":
+            script = detail.get("url", "").rsplit("/", 1)[-1][:40]
+            name += f" {detail.get('functionName') or '?'} {script}"
+        elif name == "EventDispatch":
+            name += f" {detail.get('type', '?')}"
+        if open_:
+            open_[-1][2] -= ms
+        else:
+            busy += ms
+        open_.append([start + event["dur"], name, ms])
+    close(float("inf"))
+    ranked = sorted(own.items(), key=lambda kv: -kv[1])[:top]
+    return {"busy_ms": round(busy), "self_ms": [(k, round(v)) for k, v in ranked]}
+
+
 def _frame(frame: dict[str, Any]) -> str:
     script = frame["url"].rsplit("/", 1)[-1][:40]
     where = f" {script}:{frame['lineNumber'] + 1}" if script else ""
@@ -409,6 +480,7 @@ def measure(
     width: int,
     anywidget: bool,
     profile_s: float | None = None,
+    trace: bool = False,
 ) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
@@ -428,7 +500,7 @@ def measure(
             page.locator(TABLE_LINE).first.wait_for(timeout=120_000)
             began = time.perf_counter()
             samples, clicks, parcoords, hover = [watched.sample(began)], [], None, []
-            tabs_opened, profiled = False, None
+            tabs_opened, profiled, traced = False, None, None
             planned = trials * reports * sleep / 4  # s, the run's length without overheads
             longest = 3 * planned + 60  # s; a trial left paused never ends
             try:
@@ -444,6 +516,8 @@ def measure(
                         watched.open_tab("learning curves")
                     if profile_s and profiled is None and samples[-1]["s"] > 0.75 * planned:
                         profiled = watched.profile(profile_s) | {"at_s": samples[-1]["s"]}
+                        if trace:
+                            traced = watched.trace(profile_s) | {"at_s": samples[-1]["s"]}
                     print(json.dumps({"sample": samples[-1]}), file=sys.stderr, flush=True)
             except Exception:
                 page.screenshot(path="/tmp/dashboard_browser_failure.png")
@@ -473,11 +547,15 @@ def measure(
         "passed": max(s["nodes"] for s in samples) < 25000,
         "series": [(s["s"], s["nodes"], s["attached"]) for s in samples],
     }
+    late = [s for s in samples if s["s"] >= 3 * quarter]
     busy = {
         "figure": "busy_pct",
         **run,
         "max": max(s["busy_pct"] for s in samples[1:]),
-        "last_quarter_mean": _busy_mean([s for s in samples if s["s"] >= 3 * quarter], samples),
+        "last_quarter_mean": _busy_mean(late, samples),
+        "last_quarter_by_kind": {
+            kind: _busy_mean(late, samples, f"{kind.lower()}_pct") for kind in DURATIONS[1:]
+        },
         "series": [(s["s"], s["busy_pct"]) for s in samples[1:]],
         "passed": None,
     }
@@ -510,13 +588,15 @@ def measure(
     lines = [heap, nodes, busy, click, draw, highlight]
     if profiled is not None:
         lines.append({"figure": "busy_profile", **run, **profiled, "passed": None})
+    if traced is not None:
+        lines.append({"figure": "busy_trace", **run, **traced, "passed": None})
     return [line | {"other_cpu_pct": cpu} for line in lines]
 
 
-def _busy_mean(chosen: list[dict], samples: list[dict]) -> float | None:
-    """The busy share over the intervals that end at the `chosen` samples, by their length."""
+def _busy_mean(chosen: list[dict], samples: list[dict], share: str = "busy_pct") -> float | None:
+    """A busy share over the intervals that end at the `chosen` samples, by their length."""
     began = {id(b): a["s"] for a, b in itertools.pairwise(samples)}
-    spans = [(s["busy_pct"], s["s"] - began[id(s)]) for s in chosen if id(s) in began]
+    spans = [(s[share], s["s"] - began[id(s)]) for s in chosen if id(s) in began]
     total = sum(span for _, span in spans)
     return round(sum(busy * span for busy, span in spans) / total, 1) if total else None
 
@@ -537,6 +617,9 @@ def main() -> None:
     )
     parser.add_argument("--profile-s", type=float, default=5.0, help="how long to profile")
     parser.add_argument(
+        "--trace", action="store_true", help="with --profile: then a Chromium trace as long"
+    )
+    parser.add_argument(
         "--without-anywidget",
         action="store_true",
         help="anywidget's lab extension disabled: the static table and charts",
@@ -549,7 +632,14 @@ def main() -> None:
     anywidget = not args.without_anywidget
     profile_s = args.profile_s if args.profile else None
     figures = measure(
-        args.trials, args.reports, args.sleep, args.every, args.width, anywidget, profile_s
+        args.trials,
+        args.reports,
+        args.sleep,
+        args.every,
+        args.width,
+        anywidget,
+        profile_s,
+        args.trace,
     )
     for line in figures:
         print(json.dumps(line), flush=True)

@@ -225,6 +225,7 @@ function render({ model, el }) {
 function chartSteering(model, el) {
   const figures = new Map();
   const widths = new Map();
+  const overlaid = new Set();
   let highlighted = null;
 
   async function figure(name) {
@@ -270,23 +271,51 @@ function chartSteering(model, el) {
 
   // Restyle the chart as drawn, leaving the model's copy of the kernel's figure as it was, so
   // that the kernel's style can always be drawn back, however it changed meanwhile.
-  function drawOnly(chart, style) {
+  function drawOnly(chart, style, traces) {
     const data = chart.get("_widget_data") || [];
-    const kept = data.map((trace) => [trace.opacity, trace.line && { ...trace.line }]);
-    steer(chart, "restyle", style, data.map((_, index) => index));
-    data.forEach((trace, index) => {
-      const [opacity, line] = kept[index];
-      if (opacity === undefined) delete trace.opacity;
-      else trace.opacity = opacity;
-      if (line === undefined) delete trace.line;
-      else trace.line = line;
-    });
+    const keys = [...new Set(Object.keys(style).map((key) => key.split(".")[0]))];
+    const kept = traces.map((index) => keys.map((key) => {
+      const value = data[index][key];
+      return value && typeof value === "object" && !Array.isArray(value) ? { ...value } : value;
+    }));
+    steer(chart, "restyle", style, traces);
+    traces.forEach((index, at) => keys.forEach((key, k) => {
+      if (kept[at][k] === undefined) delete data[index][key];
+      else data[index][key] = kept[at][k];
+    }));
+  }
+
+  // A curve the kernel bundled with others (past 50 curves, `nbtune.ui.bundles`) has no trace
+  // of its own: its points, picked out of its bundle, are drawn into the empty trace the kernel
+  // keeps last for it (named "highlight"), and that trace emptied again afterwards.
+  function overlay(chart, names, id) {
+    const data = chart.get("_widget_data") || [];
+    const last = data.length - 1;
+    if (last < 0 || names[last] !== "highlight") return;
+    const xs = [];
+    const ys = [];
+    const bundle = id === null ? null : data.find((trace) => (trace.customdata || []).includes(id));
+    if (bundle) {
+      bundle.customdata.forEach((owner, i) => {
+        if (owner === id) xs.push(bundle.x[i]), ys.push(bundle.y[i]);
+      });
+    }
+    if (!xs.length && !overlaid.has(chart)) return;
+    if (xs.length) overlaid.add(chart);
+    else overlaid.delete(chart);
+    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === id);
+    drawOnly(chart, {
+      x: [xs], y: [ys], name: [xs.length ? `trial ${id}` : "highlight"], opacity: [1],
+      "line.color": [row ? row.swatch : null],
+    }, [last]);
   }
 
   function draw(chart) {
     const { names, ...own } = styles(chart);
+    const all = names.map((_, index) => index);
     if (highlighted === null) {
-      drawOnly(chart, own);
+      drawOnly(chart, own, all);
+      overlay(chart, names, null);
       return;
     }
     const name = `trial ${highlighted}`;
@@ -295,7 +324,8 @@ function chartSteering(model, el) {
       opacity: names.map((n, i) => (n === name || n === `${name} forecast` ? own.opacity[i] : 0.25)),
       "line.width": names.map((n, i) => (n === name ? 3.5 : own["line.width"][i])),
       "line.color": names.map((n, i) => (n === name && row ? row.swatch : own["line.color"][i])),
-    });
+    }, all);
+    overlay(chart, names, names.includes(name) ? null : highlighted);
   }
 
   const followed = new Set();
