@@ -79,13 +79,17 @@ def dom_nodes(page) -> int:
     return int(next(m["value"] for m in metrics if m["name"] == "Nodes"))
 
 
+def running_dashboard(notebook):
+    """Run the notebook's cells, and return it with its dashboard's output."""
+    notebook.wait_for_idle_kernel()
+    notebook.run_all()
+    return notebook, notebook.output(".nbtune-dashboard").first
+
+
 def test_a_busy_run_keeps_a_live_chart_a_flat_page_and_highlights_in_the_browser(
     code_notebook, open_notebook
 ):
-    notebook = open_notebook(code_notebook("scale.ipynb", CELLS))
-    notebook.wait_for_idle_kernel()
-    notebook.run_all()
-    root = notebook.output(".nbtune-dashboard").first
+    notebook, root = running_dashboard(open_notebook(code_notebook("scale.ipynb", CELLS)))
     root.locator(".nbtune-table tr[data-trial]").first.wait_for(timeout=60_000)
     eventually(lambda: root.evaluate(STYLES), "the learning curves drawn", 60)
     eventually(lambda: root.evaluate(FINISHED, LOOK_AFTER_S), "20 trials ended, time passed", 120)
@@ -122,5 +126,73 @@ def test_a_busy_run_keeps_a_live_chart_a_flat_page_and_highlights_in_the_browser
         "every curve back to its own style",
     )
 
+    root.get_by_role("button", name="Stop all").click()
+    notebook.wait_until_all_ran(timeout=60)
+
+
+MANY_CELLS = (
+    "import time\nimport nbtune as nt",
+    "def train(config):\n"
+    "    steps = 100_000 if nt.get_trial_id() in (1, 2) else 5\n"
+    "    for step in range(1, steps + 1):\n"
+    "        time.sleep(0.01)\n"
+    "        nt.report(loss=config['x'] / step + config['lr'])",
+    "tuner = nt.Tuner(\n"
+    "    train, space={'x': nt.uniform(0, 1), 'lr': nt.loguniform(1e-4, 1e-1)},\n"
+    "    metric='loss', num_samples=60, max_concurrent=4, seed=3, name='many', overwrite=True,\n"
+    ")\n"
+    "tuner.start()",
+    "tuner.wait()",
+)
+MANY_DONE = """root => { const done = root.textContent.match(/(\\d+) \\/ 60 trials done/);
+  return !!done && Number(done[1]) >= 58; }"""
+# The trials whose curves the kernel bundled (each bundle's points name their trial), and one
+# of them that has a line in the table.
+BUNDLED_LINE = """root => {
+  const el = root.querySelector('.widget-tab-contents > :not(.lm-mod-hidden) .js-plotly-plot');
+  const bundled = new Set((el && el.data || []).filter(t => (t.name || '').startsWith('trials '))
+    .flatMap(t => Array.from(t.customdata || [])).filter(id => id !== null));
+  const line = [...root.querySelectorAll('.nbtune-table tr[data-trial]')]
+    .find(tr => bundled.has(Number(tr.dataset.trial)));
+  return line ? line.dataset.trial : null;
+}"""
+TRACES = """root => {
+  const el = root.querySelector('.widget-tab-contents > :not(.lm-mod-hidden) .js-plotly-plot');
+  return (el && el.data || []).map(t => ({name: t.name, points: (t.x || []).length,
+    width: (t.line || {}).width, opacity: t.opacity === undefined ? 1 : t.opacity}));
+}"""
+
+
+def test_past_fifty_curves_a_bundled_curve_is_highlighted_alone_in_the_browser(
+    code_notebook, open_notebook
+):
+    notebook, root = running_dashboard(open_notebook(code_notebook("many.ipynb", MANY_CELLS)))
+    eventually(lambda: root.evaluate(MANY_DONE), "58 of 60 trials done", 180)
+    trial = eventually(lambda: root.evaluate(BUNDLED_LINE), "a bundled trial in the table", 60)
+    traces = root.evaluate(TRACES)
+    assert len(traces) < 30, f"{len(traces)} traces for 60 curves: {traces}"
+    assert traces[-1] == {"name": "highlight", "points": 0, "width": 3.5, "opacity": 1}
+    own = [trace["opacity"] for trace in traces]
+
+    root.locator(f'.nbtune-table tr[data-trial="{trial}"] td[data-key="iteration"]').hover()
+
+    def drawn_bold() -> dict | None:
+        last = root.evaluate(TRACES)[-1]
+        return last if last["name"] == f"trial {trial}" else None
+
+    overlay = eventually(drawn_bold, "the bundled curve drawn into the last trace")
+    assert overlay["points"] == 5 and overlay["width"] == 3.5 and overlay["opacity"] == 1
+    others = root.evaluate(TRACES)[:-1]
+    assert all(trace["opacity"] < 0.5 for trace in others), "the others faint"
+    notebook.screenshot("bundled-hover", scroll_to=root.locator(".js-plotly-plot"))
+    notebook.page.mouse.move(0, 0)
+    eventually(
+        lambda: (
+            root.evaluate(TRACES)[-1]["name"] == "highlight"
+            and root.evaluate(TRACES)[-1]["points"] == 0
+            and [trace["opacity"] for trace in root.evaluate(TRACES)] == own
+        ),
+        "the last trace emptied, every curve back to its own style",
+    )
     root.get_by_role("button", name="Stop all").click()
     notebook.wait_until_all_ran(timeout=60)
