@@ -341,8 +341,8 @@ class Page:
         return round((time.perf_counter() - started) * 1e3)
 
     def hover_ms(self) -> float | None:
-        """Move onto a running trial's table line; ms until its curve is drawn bold (None if
-        not within 10 s)."""
+        """Move onto a running trial's table line; ms until its curve is painted bold (its
+        line's computed width; None if not within 10 s)."""
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -366,8 +366,10 @@ class Page:
         page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
         try:
             page.wait_for_function(
-                f"() => {{ const el = {VISIBLE_CHART}; return !!el && (el.data || []).some("
-                f"t => t.name === 'trial {trial}' && t.line && t.line.width >= 3.5); }}",
+                f"() => {{ const el = {VISIBLE_CHART}; return !!el && [...el.querySelectorAll("
+                f"'.scatterlayer .trace')].some(g => g.__data__ && g.__data__[0].trace.name === "
+                f"'trial {trial}' && parseFloat(getComputedStyle(g.querySelector('path.js-line'))"
+                ".strokeWidth) >= 3.5); }",
                 polling="raf",
                 timeout=10_000,
             )

@@ -257,27 +257,12 @@ function chartSteering(model, el) {
     if (Object.values(model.get("charts") || {}).some((id) => !fitted.has(id))) fit();
   }
 
-  // The kernel's own style of each curve, as the chart model holds it (the highlight changes
-  // only what the browser draws: see `drawOnly`).
-  function styles(chart) {
-    const data = chart.get("_widget_data") || [];
-    return {
-      names: data.map((trace) => trace.name),
-      opacity: data.map((trace) => trace.opacity ?? 1),
-      "line.width": data.map((trace) => (trace.line || {}).width ?? 2),
-      "line.color": data.map((trace) => (trace.line || {}).color ?? null),
-    };
-  }
-
   // Restyle the chart as drawn, leaving the model's copy of the kernel's figure as it was, so
   // that the kernel's style can always be drawn back, however it changed meanwhile.
   function drawOnly(chart, style, traces) {
     const data = chart.get("_widget_data") || [];
     const keys = [...new Set(Object.keys(style).map((key) => key.split(".")[0]))];
-    const kept = traces.map((index) => keys.map((key) => {
-      const value = data[index][key];
-      return value && typeof value === "object" && !Array.isArray(value) ? { ...value } : value;
-    }));
+    const kept = traces.map((index) => keys.map((key) => data[index][key]));
     steer(chart, "restyle", style, traces);
     traces.forEach((index, at) => keys.forEach((key, k) => {
       if (kept[at][k] === undefined) delete data[index][key];
@@ -287,11 +272,12 @@ function chartSteering(model, el) {
 
   // A curve the kernel bundled with others (past 50 curves, `nbtune.ui.bundles`) has no trace
   // of its own: its points, picked out of its bundle, are drawn into the empty trace the kernel
-  // keeps last for it (named "highlight"), and that trace emptied again afterwards.
-  function overlay(chart, names, id) {
+  // keeps last for it (named "highlight"), emptied again afterwards. Returns the index of the
+  // trace that draws trial `id` (null: none).
+  function overlay(chart, id) {
     const data = chart.get("_widget_data") || [];
     const last = data.length - 1;
-    if (last < 0 || names[last] !== "highlight") return;
+    if (last < 0 || data[last].name !== "highlight") return null;
     const xs = [];
     const ys = [];
     const bundle = id === null ? null : data.find((trace) => (trace.customdata || []).includes(id));
@@ -300,32 +286,40 @@ function chartSteering(model, el) {
         if (owner === id) xs.push(bundle.x[i]), ys.push(bundle.y[i]);
       });
     }
-    if (!xs.length && !overlaid.has(chart)) return;
-    if (xs.length) overlaid.add(chart);
-    else overlaid.delete(chart);
-    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === id);
-    drawOnly(chart, {
-      x: [xs], y: [ys], name: [xs.length ? `trial ${id}` : "highlight"], opacity: [1],
-      "line.color": [row ? row.swatch : null],
-    }, [last]);
+    if (xs.length || overlaid.has(chart)) {
+      if (xs.length) overlaid.add(chart);
+      else overlaid.delete(chart);
+      drawOnly(chart, { x: [xs], y: [ys], name: [xs.length ? `trial ${id}` : "highlight"] }, [last]);
+    }
+    return xs.length ? last : null;
   }
 
+  // The highlight is drawn by the page's style sheet (table.css), not by plotly: the chart's
+  // SVG gets "nbtune-dimmed", which fades every curve, the highlighted trial's curve
+  // "nbtune-bold" and its forecast "nbtune-kept". Plotly draws nothing again and the kernel
+  // hears nothing: a line hovered costs a restyle of the page, however many curves there are.
   function draw(chart) {
-    const { names, ...own } = styles(chart);
-    const all = names.map((_, index) => index);
-    if (highlighted === null) {
-      drawOnly(chart, own, all);
-      overlay(chart, names, null);
-      return;
+    const root = el.closest(".nbtune-dashboard") || document;
+    for (const node of root.querySelectorAll(".nbtune-dimmed, .nbtune-bold, .nbtune-kept")) {
+      node.classList.remove("nbtune-dimmed", "nbtune-bold", "nbtune-kept");
     }
+    const data = chart.get("_widget_data") || [];
     const name = `trial ${highlighted}`;
+    const own = data.findIndex((trace) => trace.name === name);
+    const bundled = highlighted !== null && own < 0;
+    const drawn = overlay(chart, bundled ? highlighted : null) ?? own;
+    if (highlighted === null || drawn < 0) return;
     const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
-    drawOnly(chart, {
-      opacity: names.map((n, i) => (n === name || n === `${name} forecast` ? own.opacity[i] : 0.25)),
-      "line.width": names.map((n, i) => (n === name ? 3.5 : own["line.width"][i])),
-      "line.color": names.map((n, i) => (n === name && row ? row.swatch : own["line.color"][i])),
-    }, all);
-    overlay(chart, names, names.includes(name) ? null : highlighted);
+    const forecast = data.findIndex((trace) => trace.name === `${name} forecast`);
+    for (const [index, mark] of [[drawn, "nbtune-bold"], [forecast, "nbtune-kept"]]) {
+      const uid = index >= 0 && data[index].uid;
+      const curve = uid && root.querySelector(`.scatterlayer .trace${uid}`);
+      if (!curve) continue;
+      curve.classList.add(mark);
+      curve.closest(".js-plotly-plot").classList.add("nbtune-dimmed");
+      const color = row ? row.swatch : ((curve.__data__ || [{}])[0].trace || { line: {} }).line.color;
+      if (color) curve.style.setProperty("--nbtune-bold-color", color);
+    }
   }
 
   const followed = new Set();
@@ -338,9 +332,9 @@ function chartSteering(model, el) {
       return;
     }
     if (!followed.has(chart)) {
-      // The kernel restyles a curve now and then (a new best, a trial paused) and adds curves:
-      // draw the highlight over their new style. Not after the highlight's own restyle (edit id
-      // -1, see `steer`): that drew it again, and again, as long as the mouse stayed on a line.
+      // The kernel's drawings move curves from trace to trace and add traces: mark the
+      // highlighted curve again after each. Not after the highlight's own restyle (edit id -1,
+      // see `steer`): that drew it again, and again, as long as the mouse stayed on a line.
       followed.add(chart);
       const again = (_, message) => {
         if (message && message.trace_edit_id !== -1) setTimeout(() => highlighted !== null && draw(chart));
