@@ -108,6 +108,7 @@ FINISHED = """() => { const t = document.querySelector('.nbtune-dashboard .widge
 TRACE_CATEGORIES = [
     "devtools.timeline",
     "disabled-by-default-devtools.timeline",
+    "toplevel",
     "v8",
     "blink.user_timing",
 ]

@@ -91,9 +91,10 @@ def history_figure(
     ten are in colour and the rest faint. Hovering any point names the trial, its state and
     its configuration. Past fifty curves, the faint ones of the trials no longer live share a
     trace per 25 trial ids (their hover names the trial only; `nbtune.ui.bundles`), and an
-    empty last trace is kept for the browser to draw one of them into, highlighted. Each unfinished curve's forecast (`data.forecasts`) extends it as a
-    thin, faint dotted line to the horizon, by iteration (not drawn against time); hovering
-    its end gives the forecast and its 80 % interval.
+    empty last trace is kept for the browser to draw one of them into, highlighted. Each
+    unfinished curve's forecast (`data.forecasts`) extends it as a thin, faint dotted line to
+    the horizon, by iteration (not drawn against time); hovering its end gives the forecast
+    and its 80 % interval.
 
     Args:
         drawn: what each trace shows, kept by the caller between calls (by default the figure

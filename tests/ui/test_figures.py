@@ -226,6 +226,16 @@ def test_past_fifty_curves_the_faint_finished_ones_share_a_trace_per_bundle_of_t
     assert figure.data[bundles - 1].customdata[-2] == len(losses) - 1
 
 
+def test_a_bundled_curve_the_kernel_highlights_gets_a_trace_of_its_own(blank):
+    data = curves_of([[float(k)] for k in range(BUNDLE_AFTER + 1)])
+    figure = history_figure(data, blank(), highlight=BUNDLE_AFTER)
+    names = [trace.name for trace in figure.data]
+    assert f"trial {BUNDLE_AFTER}" in names and names[-1] == OVERLAY_NAME
+    bold = figure.data[names.index(f"trial {BUNDLE_AFTER}")]
+    assert bold.line.width == 3.5 and bold.opacity == 1.0
+    assert all(trace.opacity == 0.3 for trace in figure.data if trace.name.startswith("trials "))
+
+
 def test_parallel_coordinates_on_log_and_integer_axes(blank):
     configs = [
         {"lr": 10.0**-k, "layers": k % 3 + 1, "opt": ("sgd", "adam")[k % 2], "x": k * 0.123456}
