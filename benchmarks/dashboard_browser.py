@@ -128,6 +128,25 @@ DRAWN_RUNNING = f"""() => {{ const el = {VISIBLE_CHART};
     && drawn.has(`trial ${{tr.dataset.trial}}`));
   return line ? line.dataset.trial : null; }}"""
 
+# Watch the line of trial `trial`: `window.nbtuneHover` resolves to the ms from the mouse
+# entering it to the first animation frame in which its curve is drawn bold (null: not within
+# 10 s of the watch, or the mouse entered another line first).
+WATCH_HOVER = f"""(trial) => {{
+  const tr = document.querySelector(`.nbtune-table tr[data-trial="${{trial}}"]`);
+  const bold = () => {{ const el = {VISIBLE_CHART}; return !!el && [...el.querySelectorAll(
+    '.scatterlayer .trace')].some(g => g.__data__ && g.__data__[0].trace.name === `trial ${{trial}}`
+    && parseFloat(getComputedStyle(g.querySelector('path.js-line')).strokeWidth) >= 3.5); }};
+  window.nbtuneHover = new Promise((resolve) => {{
+    setTimeout(() => resolve(null), 10000);
+    document.addEventListener('mouseover', (event) => {{
+      if (!tr.contains(event.target)) return resolve(null);
+      const frame = () => bold() ? resolve(Math.round(performance.now() - event.timeStamp))
+        : requestAnimationFrame(frame);
+      requestAnimationFrame(frame);
+    }}, {{once: true, capture: true}});
+  }});
+}}"""
+
 
 class OtherCpu:
     """CPU of the processes that are neither this one nor its descendants, since made."""
@@ -348,10 +367,11 @@ class Page:
         return round((time.perf_counter() - started) * 1e3)
 
     def hover_ms(self) -> float | None:
-        """Move onto the line of a running trial whose curve the chart draws; ms until that
-        curve is painted bold (its line's computed width; None if not within 10 s)."""
+        """Move onto the line of a running trial whose curve the chart draws; ms from the
+        mouse entering the line (the event's time, in the page) to the first frame with that
+        curve bold (its line's computed width). None if the line moved away from under the
+        mouse (the table's lines move as trials end), or not within 10 s."""
         from playwright.sync_api import Error as PlaywrightError
-        from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         page = self.page
         trial = page.evaluate(DRAWN_RUNNING)
@@ -366,22 +386,15 @@ class Page:
             return None
         if box is None:
             return None
-        started = time.perf_counter()
+        try:
+            page.evaluate(WATCH_HOVER, trial)
+        except PlaywrightError:  # the trial ended meanwhile, its line left the page
+            return None
         page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
         try:
-            page.wait_for_function(
-                f"() => {{ const el = {VISIBLE_CHART}; return !!el && [...el.querySelectorAll("
-                f"'.scatterlayer .trace')].some(g => g.__data__ && g.__data__[0].trace.name === "
-                f"'trial {trial}' && parseFloat(getComputedStyle(g.querySelector('path.js-line'))"
-                ".strokeWidth) >= 3.5); }",
-                polling="raf",
-                timeout=10_000,
-            )
-        except PlaywrightTimeout:
-            return None
+            return page.evaluate("() => window.nbtuneHover")
         finally:
             page.mouse.move(0, 0)
-        return round((time.perf_counter() - started) * 1e3)
 
 
 def profile_summary(profile: dict[str, Any], top: int = 25) -> dict[str, Any]:
@@ -587,6 +600,7 @@ def measure(
         **run,
         "max": max(hovered, default=None),
         "median": sorted(hovered)[len(hovered) // 2] if hovered else None,
+        "missed": len(hover) - len(hovered),
         "series": [(s, ms) for s, ms in hover if ms is not None],
         "target": "< 100",
         "passed": bool(hovered) and max(hovered) < 100,
