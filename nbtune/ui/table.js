@@ -339,7 +339,8 @@ function chartSteering(model, el) {
       const again = (_, message) => {
         if (message && message.trace_edit_id !== -1) setTimeout(() => highlighted !== null && draw(chart));
       };
-      chart.on("change:_py2js_update change:_py2js_restyle change:_py2js_addTraces", again);
+      const drawings = ["update", "restyle", "addTraces", "deleteTraces"];
+      chart.on(drawings.map((kind) => `change:_py2js_${kind}`).join(" "), again);
     }
     draw(chart);
   }
