@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -129,17 +130,17 @@ DRAWN_RUNNING = f"""() => {{ const el = {VISIBLE_CHART};
   return line ? line.dataset.trial : null; }}"""
 
 # Watch the line of trial `trial`: `window.nbtuneHover` resolves to the ms from the mouse
-# entering it to the first animation frame in which its curve is drawn bold (null: not within
-# 10 s of the watch, or the mouse entered another line first).
+# entering it to the first animation frame in which its curve is drawn bold ("timeout": not
+# within 10 s of the watch; "moved": the mouse entered another line first).
 WATCH_HOVER = f"""(trial) => {{
   const tr = document.querySelector(`.nbtune-table tr[data-trial="${{trial}}"]`);
   const bold = () => {{ const el = {VISIBLE_CHART}; return !!el && [...el.querySelectorAll(
     '.scatterlayer .trace')].some(g => g.__data__ && g.__data__[0].trace.name === `trial ${{trial}}`
     && parseFloat(getComputedStyle(g.querySelector('path.js-line')).strokeWidth) >= 3.5); }};
   window.nbtuneHover = new Promise((resolve) => {{
-    setTimeout(() => resolve(null), 10000);
+    setTimeout(() => resolve('timeout'), 10000);
     document.addEventListener('mouseover', (event) => {{
-      if (!tr.contains(event.target)) return resolve(null);
+      if (!tr.contains(event.target)) return resolve('moved');
       const frame = () => bold() ? resolve(Math.round(performance.now() - event.timeStamp))
         : requestAnimationFrame(frame);
       requestAnimationFrame(frame);
@@ -366,30 +367,28 @@ class Page:
             return None
         return round((time.perf_counter() - started) * 1e3)
 
-    def hover_ms(self) -> float | None:
+    def hover_ms(self) -> float | str:
         """Move onto the line of a running trial whose curve the chart draws; ms from the
         mouse entering the line (the event's time, in the page) to the first frame with that
-        curve bold (its line's computed width). None if the line moved away from under the
-        mouse (the table's lines move as trials end), or not within 10 s."""
+        curve bold (its line's computed width). Else why not: "no running curve", "line gone"
+        (the trial ended meanwhile), "moved" (the mouse entered another line: the table's
+        lines move as trials end) or "timeout" (not within 10 s)."""
         from playwright.sync_api import Error as PlaywrightError
 
         page = self.page
         trial = page.evaluate(DRAWN_RUNNING)
         if trial is None:
-            return None
+            return "no running curve"
         try:
             line = page.locator(f'.nbtune-table tr[data-trial="{trial}"]')
             page.mouse.move(0, 0)
             line.evaluate("el => el.scrollIntoView({block: 'nearest'})", timeout=2000)
             box = line.locator('td[data-key="iteration"]').bounding_box(timeout=2000)
-        except PlaywrightError:  # the trial ended meanwhile, its line left the page
-            return None
-        if box is None:
-            return None
-        try:
             page.evaluate(WATCH_HOVER, trial)
         except PlaywrightError:  # the trial ended meanwhile, its line left the page
-            return None
+            return "line gone"
+        if box is None:
+            return "line gone"
         page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
         try:
             return page.evaluate("() => window.nbtuneHover")
@@ -594,14 +593,14 @@ def measure(
         "target": "< 300",
         "passed": parcoords is not None and parcoords < 300,
     }
-    hovered = [ms for _, ms in hover if ms is not None]
+    hovered = [ms for _, ms in hover if not isinstance(ms, str)]
     highlight = {
         "figure": "hover_highlight_ms",
         **run,
         "max": max(hovered, default=None),
         "median": sorted(hovered)[len(hovered) // 2] if hovered else None,
-        "missed": len(hover) - len(hovered),
-        "series": [(s, ms) for s, ms in hover if ms is not None],
+        "missed": dict(Counter(ms for _, ms in hover if isinstance(ms, str))),
+        "series": [(s, ms) for s, ms in hover if not isinstance(ms, str)],
         "target": "< 100",
         "passed": bool(hovered) and max(hovered) < 100,
     }
