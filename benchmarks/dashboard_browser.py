@@ -123,7 +123,8 @@ VISIBLE_CHART = (
     " .js-plotly-plot')"
 )
 DRAWN_RUNNING = f"""() => {{ const el = {VISIBLE_CHART};
-  const drawn = new Set((el && el.data || []).map(t => t.name));
+  const drawn = new Set((el && el.data || []).filter(t => (t.x || []).length > 1)
+    .map(t => t.name));
   const line = [...document.querySelectorAll('.nbtune-table tr[data-trial]')].find(tr =>
     (tr.querySelector('.nbtune-badge') || {{}}).textContent === 'running'
     && drawn.has(`trial ${{tr.dataset.trial}}`));
@@ -136,6 +137,7 @@ WATCH_HOVER = f"""(trial) => {{
   const tr = document.querySelector(`.nbtune-table tr[data-trial="${{trial}}"]`);
   const bold = () => {{ const el = {VISIBLE_CHART}; return !!el && [...el.querySelectorAll(
     '.scatterlayer .trace')].some(g => g.__data__ && g.__data__[0].trace.name === `trial ${{trial}}`
+    && g.querySelector('path.js-line')
     && parseFloat(getComputedStyle(g.querySelector('path.js-line')).strokeWidth) >= 3.5); }};
   window.nbtuneHover = new Promise((resolve) => {{
     setTimeout(() => resolve('timeout'), 10000);
@@ -368,11 +370,11 @@ class Page:
         return round((time.perf_counter() - started) * 1e3)
 
     def hover_ms(self) -> float | str:
-        """Move onto the line of a running trial whose curve the chart draws; ms from the
-        mouse entering the line (the event's time, in the page) to the first frame with that
-        curve bold (its line's computed width). Else why not: "no running curve", "line gone"
-        (the trial ended meanwhile), "moved" (the mouse entered another line: the table's
-        lines move as trials end) or "timeout" (not within 10 s)."""
+        """Move onto the line of a running trial whose curve the chart draws (two points or
+        more: a line); ms from the mouse entering the line (the event's time, in the page) to
+        the first frame with that curve bold (its line's computed width). Else why not: "no
+        running curve", "line gone" (the trial ended meanwhile), "moved" (the mouse entered
+        another line: the table's lines move as trials end) or "timeout" (not within 10 s)."""
         from playwright.sync_api import Error as PlaywrightError
 
         page = self.page
