@@ -132,7 +132,8 @@ DRAWN_RUNNING = f"""() => {{ const el = {VISIBLE_CHART};
 
 # Watch the line of trial `trial`: `window.nbtuneHover` resolves to the ms from the mouse
 # entering it to the first animation frame in which its curve is drawn bold ("timeout": not
-# within 10 s of the watch; "moved": the mouse entered another line first).
+# within 10 s of the watch; "moved": the mouse entered another line first, or the lines moved
+# and it left this one before).
 WATCH_HOVER = f"""(trial) => {{
   const tr = document.querySelector(`.nbtune-table tr[data-trial="${{trial}}"]`);
   const bold = () => {{ const el = {VISIBLE_CHART}; return !!el && [...el.querySelectorAll(
@@ -141,6 +142,7 @@ WATCH_HOVER = f"""(trial) => {{
     && parseFloat(getComputedStyle(g.querySelector('path.js-line')).strokeWidth) >= 3.5); }};
   window.nbtuneHover = new Promise((resolve) => {{
     setTimeout(() => resolve('timeout'), 10000);
+    tr.addEventListener('mouseleave', () => resolve('moved'), {{once: true}});
     document.addEventListener('mouseover', (event) => {{
       if (!tr.contains(event.target)) return resolve('moved');
       const frame = () => bold() ? resolve(Math.round(performance.now() - event.timeStamp))
