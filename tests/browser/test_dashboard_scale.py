@@ -63,18 +63,19 @@ PAINTED = f"""root => {{
 }}"""
 
 # From now on, count the learning curves' drawings: the kernel's (its updates), the
-# highlight's (its curve marked bold) and what starts one in the browser (the mouse entering
-# or leaving a line).
+# highlight's (its curve marked bold), what starts one in the browser (the mouse entering or
+# leaving a line), and plotly's restyles (the kernel draws by updates: a restyle is the
+# browser's own, which the highlight once was, of every curve).
 COUNT_DRAWINGS = f"""root => {{
   const el = {CHART};
-  const count = window.nbtuneDrawings = {{kernel: 0, highlight: 0, mouse: 0}};
+  const count = window.nbtuneDrawings = {{kernel: 0, highlight: 0, mouse: 0, restyle: 0}};
   new MutationObserver((changes) => {{
     for (const change of changes) {{
       const bold = change.target.classList.contains('nbtune-bold');
       if (bold && !(change.oldValue || '').includes('nbtune-bold')) count.highlight += 1;
     }}
   }}).observe(el, {{subtree: true, attributeFilter: ['class'], attributeOldValue: true}});
-  el.on('plotly_restyle', () => {{ count.kernel += 1; }});
+  el.on('plotly_restyle', () => {{ count.restyle += 1; }});
   el.on('plotly_update', () => {{ count.kernel += 1; }});
   for (const kind of ['mouseenter', 'mouseleave']) {{
     root.addEventListener(kind, (event) => {{
@@ -140,6 +141,7 @@ def test_a_busy_run_keeps_a_live_chart_a_flat_page_and_highlights_in_the_browser
     drawn = root.evaluate(DRAWINGS)
     causes = drawn["kernel"] + drawn["mouse"]
     assert drawn["highlight"] <= 2 * causes + 2, f"the highlight drawn again by itself: {drawn}"
+    assert drawn["restyle"] == 0, f"the highlight made plotly draw the curves again: {drawn}"
     notebook.screenshot("hover", scroll_to=root.locator(".js-plotly-plot"))
     notebook.page.mouse.move(0, 0)
     eventually(
