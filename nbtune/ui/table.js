@@ -299,28 +299,48 @@ function chartSteering(model, el) {
   // "nbtune-bold" and its forecast "nbtune-kept". Plotly draws nothing again and the kernel
   // hears nothing: a line hovered costs a restyle of the page, however many curves there are.
   function draw(chart) {
+    const data = chart.get("_widget_data") || [];
+    const own = data.findIndex((trace) => trace.name === `trial ${highlighted}`);
+    const bundled = highlighted !== null && own < 0;
+    shown = overlay(chart, bundled ? highlighted : null) ?? own;
+    mark(chart);
+  }
+
+  // Put the classes where they belong now, changing none that are already right; after the
+  // hover, and after every drawing plotly makes (it may draw the curves' elements anew).
+  let shown = -1;
+  function mark(chart) {
     const root = el.closest(".nbtune-dashboard") || document;
-    for (const node of root.querySelectorAll(".nbtune-dimmed, .nbtune-bold, .nbtune-kept")) {
-      node.classList.remove("nbtune-dimmed", "nbtune-bold", "nbtune-kept");
-    }
     const data = chart.get("_widget_data") || [];
     const name = `trial ${highlighted}`;
-    const own = data.findIndex((trace) => trace.name === name);
-    const bundled = highlighted !== null && own < 0;
-    const drawn = overlay(chart, bundled ? highlighted : null) ?? own;
-    if (highlighted === null || drawn < 0) return;
-    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
     const forecast = data.findIndex((trace) => trace.name === `${name} forecast`);
-    for (const [index, mark] of [[drawn, "nbtune-bold"], [forecast, "nbtune-kept"]]) {
-      const uid = index >= 0 && data[index].uid;
+    const wanted = new Map();
+    for (const [index, kind] of [[shown, "nbtune-bold"], [forecast, "nbtune-kept"]]) {
+      const uid = highlighted !== null && index >= 0 && data[index] && data[index].uid;
       const curve = uid && root.querySelector(`.scatterlayer .trace${uid}`);
       if (!curve) continue;
-      curve.classList.add(mark);
-      curve.closest(".js-plotly-plot").classList.add("nbtune-dimmed");
+      wanted.set(curve, kind);
+      wanted.set(curve.closest(".js-plotly-plot"), "nbtune-dimmed");
+      const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
       const color = row ? row.swatch : ((curve.__data__ || [{}])[0].trace || { line: {} }).line.color;
-      if (color) curve.style.setProperty("--nbtune-bold-color", color);
+      if (color && curve.style.getPropertyValue("--nbtune-bold-color") !== color) {
+        curve.style.setProperty("--nbtune-bold-color", color);
+      }
+    }
+    for (const node of root.querySelectorAll(".nbtune-dimmed, .nbtune-bold, .nbtune-kept")) {
+      for (const kind of ["nbtune-dimmed", "nbtune-bold", "nbtune-kept"]) {
+        if (node.classList.contains(kind) && wanted.get(node) !== kind) node.classList.remove(kind);
+      }
+    }
+    for (const [node, kind] of wanted) if (!node.classList.contains(kind)) node.classList.add(kind);
+    for (const plot of root.querySelectorAll(".js-plotly-plot")) {
+      if (plot.on && !plots.has(plot)) {
+        plots.add(plot);
+        plot.on("plotly_afterplot", () => highlighted !== null && mark(chart));
+      }
     }
   }
+  const plots = new WeakSet();
 
   const followed = new Set();
   async function highlight(id) {
