@@ -19,8 +19,8 @@ garbage collection (`HeapProfiler.collectGarbage`, then `Performance.getMetrics`
    (then not paused): each sample (`series`); target: all < 500 ms.
 5. `parcoords_first_draw_ms`: from a click on the "parallel coordinates" tab, past the run's
    middle, to its lines drawn; target < 300 ms.
-6. `hover_highlight_ms`: from the mouse entering a table line to that trial's curve drawn bold
-   on the learning curves; target < 100 ms.
+6. `hover_highlight_ms`: at every sample, from the mouse entering the line of a running trial
+   whose curve is drawn to that curve painted bold on the learning curves; target < 100 ms.
 7. `busy_profile` (`--profile`): what the page's main thread spent its time on over
    `--profile-s` seconds three quarters into the run (the DevTools CPU profiler): the
    functions with the most time on the stack (`inclusive_ms`) and the most time of their own
@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,12 +106,51 @@ KERNEL_IDLE = (
 RUN_ALL = "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }"
 FINISHED = """() => { const t = document.querySelector('.nbtune-dashboard .widget-html-content');
   return !!t && /— (finished|stopped|done)/.test(t.textContent); }"""
+TRACE_CATEGORIES = [
+    "devtools.timeline",
+    "disabled-by-default-devtools.timeline",
+    "toplevel",
+    "v8",
+    "blink.user_timing",
+]
+DURATIONS = ("Task", "Script", "Layout", "RecalcStyle")
+"""The page's main-thread times that `Performance.getMetrics` sums (the rest of a task's time
+is paint, compositing, garbage collection and the browser's own work)."""
 ATTACHED = "() => document.getElementsByTagName('*').length"
 TABLE_LINE = ".nbtune-table tr[data-trial], .nbtune-static-table tbody tr"
 VISIBLE_CHART = (
     "document.querySelector('.nbtune-dashboard .widget-tab-contents > :not(.lm-mod-hidden)"
     " .js-plotly-plot')"
 )
+DRAWN_RUNNING = f"""() => {{ const el = {VISIBLE_CHART};
+  const drawn = new Set((el && el.data || []).filter(t => (t.x || []).length > 1)
+    .map(t => t.name));
+  const line = [...document.querySelectorAll('.nbtune-table tr[data-trial]')].find(tr =>
+    (tr.querySelector('.nbtune-badge') || {{}}).textContent === 'running'
+    && drawn.has(`trial ${{tr.dataset.trial}}`));
+  return line ? line.dataset.trial : null; }}"""
+
+# Watch the line of trial `trial`: `window.nbtuneHover` resolves to the ms from the mouse
+# entering it to the first animation frame in which its curve is drawn bold ("timeout": not
+# within 10 s of the watch; "moved": the mouse entered another line first, or the lines moved
+# and it left this one before).
+WATCH_HOVER = f"""(trial) => {{
+  const tr = document.querySelector(`.nbtune-table tr[data-trial="${{trial}}"]`);
+  const bold = () => {{ const el = {VISIBLE_CHART}; return !!el && [...el.querySelectorAll(
+    '.scatterlayer .trace')].some(g => g.__data__ && g.__data__[0].trace.name === `trial ${{trial}}`
+    && g.querySelector('path.js-line')
+    && parseFloat(getComputedStyle(g.querySelector('path.js-line')).strokeWidth) >= 3.5); }};
+  window.nbtuneHover = new Promise((resolve) => {{
+    setTimeout(() => resolve('timeout'), 10000);
+    tr.addEventListener('mouseleave', () => resolve('moved'), {{once: true}});
+    document.addEventListener('mouseover', (event) => {{
+      if (!tr.contains(event.target)) return resolve('moved');
+      const frame = () => bold() ? resolve(Math.round(performance.now() - event.timeStamp))
+        : requestAnimationFrame(frame);
+      requestAnimationFrame(frame);
+    }}, {{once: true, capture: true}});
+  }});
+}}"""
 
 
 class OtherCpu:
@@ -226,8 +266,12 @@ class Page:
         self.cdp = page.context.new_cdp_session(page)
         self.cdp.send("Performance.enable")
         self.cdp.send("HeapProfiler.enable")
-        self._task = self._metrics()["TaskDuration"]
+        self._spent = self._durations(self._metrics())
         self._at = time.perf_counter()
+
+    @staticmethod
+    def _durations(metrics: dict[str, float]) -> dict[str, float]:
+        return {name: metrics[f"{name}Duration"] for name in DURATIONS}
 
     def _metrics(self) -> dict[str, float]:
         return {m["name"]: m["value"] for m in self.cdp.send("Performance.getMetrics")["metrics"]}
@@ -237,14 +281,19 @@ class Page:
         self.cdp.send("HeapProfiler.collectGarbage")
         metrics = self._metrics()
         now = time.perf_counter()
-        busy = (metrics["TaskDuration"] - self._task) / (now - self._at)
-        self._task, self._at = metrics["TaskDuration"], now
+        spent = self._durations(metrics)
+        shares = {
+            name: round(100 * (spent[name] - self._spent[name]) / (now - self._at), 1)
+            for name in DURATIONS
+        }
+        self._spent, self._at = spent, now
         return {
             "s": round(now - began, 1),
             "heap_mb": round(metrics["JSHeapUsedSize"] / 2**20, 1),
             "nodes": int(metrics["Nodes"]),
             "attached": self.page.evaluate(ATTACHED),
-            "busy_pct": round(100 * busy, 1),
+            "busy_pct": shares.pop("Task"),
+            **{f"{name.lower()}_pct": share for name, share in shares.items()},
         }
 
     def profile(self, seconds: float) -> dict[str, Any]:
@@ -254,6 +303,14 @@ class Page:
         self.cdp.send("Profiler.start")
         self.page.wait_for_timeout(seconds * 1000)
         return profile_summary(self.cdp.send("Profiler.stop")["profile"])
+
+    def trace(self, seconds: float) -> dict[str, Any]:
+        """What the page's main thread did over the next `seconds`, by trace event (a Chromium
+        trace of DevTools' timeline categories)."""
+        browser = self.page.context.browser
+        browser.start_tracing(page=self.page, categories=TRACE_CATEGORIES)
+        self.page.wait_for_timeout(seconds * 1000)
+        return trace_summary(json.loads(browser.stop_tracing()))
 
     def click_ms(self) -> list[float]:
         """Pause a running trial from its row, then resume it: each click to its effect (the
@@ -314,42 +371,33 @@ class Page:
             return None
         return round((time.perf_counter() - started) * 1e3)
 
-    def hover_ms(self) -> float | None:
-        """Move onto a running trial's table line; ms until its curve is drawn bold (None if
-        not within 10 s)."""
+    def hover_ms(self) -> float | str:
+        """Move onto the line of a running trial whose curve the chart draws (two points or
+        more: a line); ms from the mouse entering the line (the event's time, in the page) to
+        the first frame with that curve bold (its line's computed width). Else why not: "no
+        running curve", "line gone" (the trial ended meanwhile), "moved" (the mouse entered
+        another line: the table's lines move as trials end) or "timeout" (not within 10 s)."""
         from playwright.sync_api import Error as PlaywrightError
-        from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         page = self.page
-        line = page.locator(".nbtune-table tr[data-trial]").filter(
-            has=page.locator(".nbtune-badge", has_text="running")
-        )
-        if not line.count():
-            return None
+        trial = page.evaluate(DRAWN_RUNNING)
+        if trial is None:
+            return "no running curve"
         try:
-            line = line.last
-            trial = line.get_attribute("data-trial", timeout=2000)
+            line = page.locator(f'.nbtune-table tr[data-trial="{trial}"]')
             page.mouse.move(0, 0)
             line.evaluate("el => el.scrollIntoView({block: 'nearest'})", timeout=2000)
             box = line.locator('td[data-key="iteration"]').bounding_box(timeout=2000)
+            page.evaluate(WATCH_HOVER, trial)
         except PlaywrightError:  # the trial ended meanwhile, its line left the page
-            return None
+            return "line gone"
         if box is None:
-            return None
-        started = time.perf_counter()
+            return "line gone"
         page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
         try:
-            page.wait_for_function(
-                f"() => {{ const el = {VISIBLE_CHART}; return !!el && (el.data || []).some("
-                f"t => t.name === 'trial {trial}' && t.line && t.line.width >= 3.5); }}",
-                polling="raf",
-                timeout=10_000,
-            )
-        except PlaywrightTimeout:
-            return None
+            return page.evaluate("() => window.nbtuneHover")
         finally:
             page.mouse.move(0, 0)
-        return round((time.perf_counter() - started) * 1e3)
 
 
 def profile_summary(profile: dict[str, Any], top: int = 25) -> dict[str, Any]:
@@ -385,6 +433,51 @@ def profile_summary(profile: dict[str, Any], top: int = 25) -> dict[str, Any]:
     }
 
 
+def trace_summary(trace: dict[str, Any], top: int = 25) -> dict[str, Any]:
+    """A trace's events on the page's main thread, summed by name: the time of their own
+    (their children's taken out), and for the events that call scripts, by where they came
+    from (`FunctionCall`'s function, `EventDispatch`'s type, `TimerFire`...)."""
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    names = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
+    main = [
+        e
+        for e in events
+        if e.get("ph") == "X" and "dur" in e and names.get((e["pid"], e["tid"])) == "CrRendererMain"
+    ]
+    main.sort(key=lambda e: (e["tid"], e["ts"], -e["dur"]))
+    own: dict[str, float] = {}
+    open_: list[list] = []  # [end, name, own time]
+    busy = 0.0
+
+    def close(until: float) -> None:
+        while open_ and open_[-1][0] <= until:
+            _, name, ms = open_.pop()
+            own[name] = own.get(name, 0.0) + ms
+
+    for event in main:
+        start, ms = event["ts"], event["dur"] / 1000
+        close(start)
+        name = event["name"]
+        detail = event.get("args", {}).get("data", {})
+        if name == "FunctionCall":
+            script = detail.get("url", "").rsplit("/", 1)[-1][:40]
+            name += f" {detail.get('functionName') or '?'} {script}"
+        elif name == "EventDispatch":
+            name += f" {detail.get('type', '?')}"
+        if open_:
+            open_[-1][2] -= ms
+        else:
+            busy += ms
+        open_.append([start + event["dur"], name, ms])
+    close(float("inf"))
+    ranked = sorted(own.items(), key=lambda kv: -kv[1])[:top]
+    return {"busy_ms": round(busy), "self_ms": [(k, round(v)) for k, v in ranked]}
+
+
 def _frame(frame: dict[str, Any]) -> str:
     script = frame["url"].rsplit("/", 1)[-1][:40]
     where = f" {script}:{frame['lineNumber'] + 1}" if script else ""
@@ -409,6 +502,7 @@ def measure(
     width: int,
     anywidget: bool,
     profile_s: float | None = None,
+    trace: bool = False,
 ) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
@@ -428,7 +522,7 @@ def measure(
             page.locator(TABLE_LINE).first.wait_for(timeout=120_000)
             began = time.perf_counter()
             samples, clicks, parcoords, hover = [watched.sample(began)], [], None, []
-            tabs_opened, profiled = False, None
+            tabs_opened, profiled, traced = False, None, None
             planned = trials * reports * sleep / 4  # s, the run's length without overheads
             longest = 3 * planned + 60  # s; a trial left paused never ends
             try:
@@ -436,14 +530,15 @@ def measure(
                     page.wait_for_timeout(every * 1000)
                     samples.append(watched.sample(began))
                     clicks += [(samples[-1]["s"], ms) for ms in watched.click_ms()]
-                    if len(hover) < 3:
-                        hover.append(watched.hover_ms())
+                    hover.append((samples[-1]["s"], watched.hover_ms()))
                     if not tabs_opened and samples[-1]["s"] > 0.25 * planned:
                         tabs_opened = True
                         parcoords = watched.open_tab("parallel coordinates")
                         watched.open_tab("learning curves")
                     if profile_s and profiled is None and samples[-1]["s"] > 0.75 * planned:
                         profiled = watched.profile(profile_s) | {"at_s": samples[-1]["s"]}
+                        if trace:
+                            traced = watched.trace(profile_s) | {"at_s": samples[-1]["s"]}
                     print(json.dumps({"sample": samples[-1]}), file=sys.stderr, flush=True)
             except Exception:
                 page.screenshot(path="/tmp/dashboard_browser_failure.png")
@@ -473,11 +568,15 @@ def measure(
         "passed": max(s["nodes"] for s in samples) < 25000,
         "series": [(s["s"], s["nodes"], s["attached"]) for s in samples],
     }
+    late = [s for s in samples if s["s"] >= 3 * quarter]
     busy = {
         "figure": "busy_pct",
         **run,
         "max": max(s["busy_pct"] for s in samples[1:]),
-        "last_quarter_mean": _busy_mean([s for s in samples if s["s"] >= 3 * quarter], samples),
+        "last_quarter_mean": _busy_mean(late, samples),
+        "last_quarter_by_kind": {
+            kind: _busy_mean(late, samples, f"{kind.lower()}_pct") for kind in DURATIONS[1:]
+        },
         "series": [(s["s"], s["busy_pct"]) for s in samples[1:]],
         "passed": None,
     }
@@ -498,25 +597,29 @@ def measure(
         "target": "< 300",
         "passed": parcoords is not None and parcoords < 300,
     }
-    hovered = [h for h in hover if h is not None]
+    hovered = [ms for _, ms in hover if not isinstance(ms, str)]
     highlight = {
         "figure": "hover_highlight_ms",
         **run,
         "max": max(hovered, default=None),
-        "series": hovered,
+        "median": sorted(hovered)[len(hovered) // 2] if hovered else None,
+        "missed": dict(Counter(ms for _, ms in hover if isinstance(ms, str))),
+        "series": [(s, ms) for s, ms in hover if not isinstance(ms, str)],
         "target": "< 100",
         "passed": bool(hovered) and max(hovered) < 100,
     }
     lines = [heap, nodes, busy, click, draw, highlight]
     if profiled is not None:
         lines.append({"figure": "busy_profile", **run, **profiled, "passed": None})
+    if traced is not None:
+        lines.append({"figure": "busy_trace", **run, **traced, "passed": None})
     return [line | {"other_cpu_pct": cpu} for line in lines]
 
 
-def _busy_mean(chosen: list[dict], samples: list[dict]) -> float | None:
-    """The busy share over the intervals that end at the `chosen` samples, by their length."""
+def _busy_mean(chosen: list[dict], samples: list[dict], share: str = "busy_pct") -> float | None:
+    """A busy share over the intervals that end at the `chosen` samples, by their length."""
     began = {id(b): a["s"] for a, b in itertools.pairwise(samples)}
-    spans = [(s["busy_pct"], s["s"] - began[id(s)]) for s in chosen if id(s) in began]
+    spans = [(s[share], s["s"] - began[id(s)]) for s in chosen if id(s) in began]
     total = sum(span for _, span in spans)
     return round(sum(busy * span for busy, span in spans) / total, 1) if total else None
 
@@ -537,6 +640,9 @@ def main() -> None:
     )
     parser.add_argument("--profile-s", type=float, default=5.0, help="how long to profile")
     parser.add_argument(
+        "--trace", action="store_true", help="with --profile: then a Chromium trace as long"
+    )
+    parser.add_argument(
         "--without-anywidget",
         action="store_true",
         help="anywidget's lab extension disabled: the static table and charts",
@@ -549,7 +655,14 @@ def main() -> None:
     anywidget = not args.without_anywidget
     profile_s = args.profile_s if args.profile else None
     figures = measure(
-        args.trials, args.reports, args.sleep, args.every, args.width, anywidget, profile_s
+        args.trials,
+        args.reports,
+        args.sleep,
+        args.every,
+        args.width,
+        anywidget,
+        profile_s,
+        args.trace,
     )
     for line in figures:
         print(json.dumps(line), flush=True)

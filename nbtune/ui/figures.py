@@ -28,6 +28,7 @@ from nbtune.metrics import format_number
 from nbtune.objectives import MODES, mode_of
 from nbtune.optuna_study import param_importances
 from nbtune.trial import Trial
+from nbtune.ui.bundles import bundle_signature, bundle_trace, overlay_trace, split_curves
 from nbtune.ui.data import (
     MIN_IMPORTANCE_TRIALS,
     Axis,
@@ -53,8 +54,6 @@ FORECAST_OPACITY = 0.45
 """A forecast's dotted extension of a curve is drawn this faint."""
 LINE_DASH = {"paused": "dash", "stopped": "dot"}
 """A curve's line style by its state (`nbtune.ui.data.state_of`); solid otherwise."""
-WEBGL_AFTER = 50
-"""Curves past this many are drawn with WebGL, which stays fast with hundreds of lines."""
 X_AXES = {"iteration": "iteration", "time": "seconds since the start"}
 """What a learning curve can be drawn against, and the title of that axis."""
 PANELS_PER_ROW = 4
@@ -90,9 +89,12 @@ def history_figure(
     an "x" ends an errored one); a trial that misses a constraint is faded (and never among
     the best); the best three are thicker; past ten curves only the best
     ten are in colour and the rest faint. Hovering any point names the trial, its state and
-    its configuration. Each unfinished curve's forecast (`data.forecasts`) extends it as a
-    thin, faint dotted line to the horizon, by iteration (not drawn against time); hovering
-    its end gives the forecast and its 80 % interval.
+    its configuration. Past fifty curves, the faint ones of the trials no longer live share a
+    trace per 25 trial ids (their hover names the trial only; `nbtune.ui.bundles`), and an
+    empty last trace is kept for the browser to draw one of them into, highlighted. Each
+    unfinished curve's forecast (`data.forecasts`) extends it as a thin, faint dotted line to
+    the horizon, by iteration (not drawn against time); hovering its end gives the forecast
+    and its 80 % interval.
 
     Args:
         drawn: what each trace shows, kept by the caller between calls (by default the figure
@@ -110,18 +112,23 @@ def history_figure(
         raise ValueError(f"x={x!r}: draw the learning curves against 'iteration' or 'time'")
     figure = figure if figure is not None else go.Figure()
     drawn = _memo(figure).setdefault("curves", {}) if drawn is None else drawn
-    count = len(data.curves)
-    traces = count + len(data.forecasts)
+    split = split_curves(data.curves, highlight)
+    count = len(split.bundles) + len(split.own)
+    traces = count + len(data.forecasts) + (1 if split.bundles else 0)
     if drawn.get("figure") != (id(figure), data.metric) or len(figure.data) > traces:
         drawn.clear()
         drawn["figure"] = (id(figure), data.metric)
     with drawing(figure):
         apply_theme(figure, dark)
-        _keep_traces(figure, traces, _curve_trace)
-        for index, (trace, curve) in enumerate(zip(figure.data, data.curves, strict=False)):
-            _draw_curve(trace, curve, drawn, index, data.best, highlight, x)
+        _keep_traces(figure, traces, lambda _: go.Scatter(mode="lines"))
+        for index, bundle in enumerate(split.bundles):
+            _draw_bundle(figure.data[index], bundle, drawn, index, highlight is not None, x)
+        for index, curve in enumerate(split.own, start=len(split.bundles)):
+            _draw_curve(figure.data[index], curve, drawn, index, data.best, highlight, x)
         for index, line in enumerate(data.forecasts, start=count):
             _draw_forecast(figure.data[index], line, drawn, index, highlight, x)
+        if split.bundles and _claim(drawn, traces - 1, "overlay"):
+            figure.data[-1].update(overlay_trace())
         _layout(
             figure,
             title=f"{data.metric} by {x}",
@@ -144,9 +151,7 @@ def _draw_curve(
 ) -> None:
     """Update one curve's trace: its points if they changed, its style if that changed."""
     points = (curve.trial_id, x, len(curve.x), curve.x[-1:], curve.y[-1:])
-    if drawn.pop(("forecast", index), None) is not None:
-        drawn.pop(("style", index), None)
-        drawn.pop(index, None)
+    _claim(drawn, index, "curve")
     if drawn.get(index) != points:
         drawn[index] = points
         trace.update(x=curve.seconds if x == "time" else curve.x, y=curve.y)
@@ -185,11 +190,10 @@ def _draw_forecast(
     before), if it differs from what the trace shows."""
     faint = highlight is not None and line.trial_id != highlight
     shown = (line, faint, x)
-    if drawn.get(("forecast", index)) == shown:
+    _claim(drawn, index, "forecast")
+    if drawn.get(index) == shown:
         return
-    drawn[("forecast", index)] = shown
-    drawn.pop(index, None)
-    drawn.pop(("style", index), None)
+    drawn[index] = shown
     interval = f"{format_number(line.low)} to {format_number(line.high)}"
     trace.update(
         x=line.x if x == "iteration" else (),
@@ -206,6 +210,28 @@ def _draw_forecast(
             f"<br>80 % interval at {line.horizon:.0f}: {interval}<extra></extra>"
         ),
     )
+
+
+def _draw_bundle(
+    trace: Any, bundle: Sequence[Curve], drawn: dict, index: int, faint: bool, x: str
+) -> None:
+    """Draw a bundle of faint curves (`nbtune.ui.bundles`) into a trace, if it changed."""
+    shown = bundle_signature(bundle, x, faint)
+    _claim(drawn, index, "bundle")
+    if drawn.get(index) != shown:
+        drawn[index] = shown
+        trace.update(bundle_trace(bundle, x, faint, FAINT_COLOR))
+
+
+def _claim(drawn: dict, index: int, kind: str) -> bool:
+    """Note that trace `index` draws a `kind` of line ("curve", "forecast", "bundle",
+    "overlay"); if it drew another kind before, forget what it showed. True if it did."""
+    if drawn.get(("kind", index)) == kind:
+        return False
+    drawn[("kind", index)] = kind
+    drawn.pop(index, None)
+    drawn.pop(("style", index), None)
+    return True
 
 
 def _error_marker(curve: Curve) -> dict:
@@ -582,11 +608,6 @@ def plain_text(text: str) -> str:
 def _no_variables(text: str) -> str:
     """`text` safe inside a plotly hover template: no `%{` taken for a variable."""
     return text.replace("%{", "%\u200b{")
-
-
-def _curve_trace(index: int) -> go.Scatter | go.Scattergl:
-    kind = go.Scattergl if index >= WEBGL_AFTER else go.Scatter
-    return kind(mode="lines")
 
 
 def _keep_traces(figure: go.Figure, count: int, make: Callable[[int], Any]) -> None:

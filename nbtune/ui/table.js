@@ -225,6 +225,7 @@ function render({ model, el }) {
 function chartSteering(model, el) {
   const figures = new Map();
   const widths = new Map();
+  const overlaid = new Set();
   let highlighted = null;
 
   async function figure(name) {
@@ -256,47 +257,90 @@ function chartSteering(model, el) {
     if (Object.values(model.get("charts") || {}).some((id) => !fitted.has(id))) fit();
   }
 
-  // The kernel's own style of each curve, as the chart model holds it (the highlight changes
-  // only what the browser draws: see `drawOnly`).
-  function styles(chart) {
-    const data = chart.get("_widget_data") || [];
-    return {
-      names: data.map((trace) => trace.name),
-      opacity: data.map((trace) => trace.opacity ?? 1),
-      "line.width": data.map((trace) => (trace.line || {}).width ?? 2),
-      "line.color": data.map((trace) => (trace.line || {}).color ?? null),
-    };
-  }
-
   // Restyle the chart as drawn, leaving the model's copy of the kernel's figure as it was, so
   // that the kernel's style can always be drawn back, however it changed meanwhile.
-  function drawOnly(chart, style) {
+  function drawOnly(chart, style, traces) {
     const data = chart.get("_widget_data") || [];
-    const kept = data.map((trace) => [trace.opacity, trace.line && { ...trace.line }]);
-    steer(chart, "restyle", style, data.map((_, index) => index));
-    data.forEach((trace, index) => {
-      const [opacity, line] = kept[index];
-      if (opacity === undefined) delete trace.opacity;
-      else trace.opacity = opacity;
-      if (line === undefined) delete trace.line;
-      else trace.line = line;
-    });
+    const keys = [...new Set(Object.keys(style).map((key) => key.split(".")[0]))];
+    const kept = traces.map((index) => keys.map((key) => data[index][key]));
+    steer(chart, "restyle", style, traces);
+    traces.forEach((index, at) => keys.forEach((key, k) => {
+      if (kept[at][k] === undefined) delete data[index][key];
+      else data[index][key] = kept[at][k];
+    }));
   }
 
-  function draw(chart) {
-    const { names, ...own } = styles(chart);
-    if (highlighted === null) {
-      drawOnly(chart, own);
-      return;
+  // A curve the kernel bundled with others (past 50 curves, `nbtune.ui.bundles`) has no trace
+  // of its own: its points, picked out of its bundle, are drawn into the empty trace the kernel
+  // keeps last for it (named "highlight"), emptied again afterwards. Returns the index of the
+  // trace that draws trial `id` (null: none).
+  function overlay(chart, id) {
+    const data = chart.get("_widget_data") || [];
+    const last = data.length - 1;
+    if (last < 0 || data[last].name !== "highlight") return null;
+    const xs = [];
+    const ys = [];
+    const bundle = id === null ? null : data.find((trace) => (trace.customdata || []).includes(id));
+    if (bundle) {
+      bundle.customdata.forEach((owner, i) => {
+        if (owner === id) xs.push(bundle.x[i]), ys.push(bundle.y[i]);
+      });
     }
-    const name = `trial ${highlighted}`;
-    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
-    drawOnly(chart, {
-      opacity: names.map((n, i) => (n === name || n === `${name} forecast` ? own.opacity[i] : 0.25)),
-      "line.width": names.map((n, i) => (n === name ? 3.5 : own["line.width"][i])),
-      "line.color": names.map((n, i) => (n === name && row ? row.swatch : own["line.color"][i])),
-    });
+    if (xs.length || overlaid.has(chart)) {
+      if (xs.length) overlaid.add(chart);
+      else overlaid.delete(chart);
+      drawOnly(chart, { x: [xs], y: [ys], name: [xs.length ? `trial ${id}` : "highlight"] }, [last]);
+    }
+    return xs.length ? last : null;
   }
+
+  // The highlight is drawn by the page's style sheet (table.css), not by plotly: the chart's
+  // SVG gets "nbtune-dimmed", which fades every curve, the highlighted trial's curve
+  // "nbtune-bold" and its forecast "nbtune-kept". Plotly draws nothing again and the kernel
+  // hears nothing: a line hovered costs a restyle of the page, however many curves there are.
+  function draw(chart) {
+    const data = chart.get("_widget_data") || [];
+    const own = data.findIndex((trace) => trace.name === `trial ${highlighted}`);
+    const bundled = highlighted !== null && own < 0;
+    shown = overlay(chart, bundled ? highlighted : null) ?? own;
+    mark(chart);
+  }
+
+  // Put the classes where they belong now, changing none that are already right; after the
+  // hover, and after every drawing plotly makes (it may draw the curves' elements anew).
+  let shown = -1;
+  function mark(chart) {
+    const root = el.closest(".nbtune-dashboard") || document;
+    const data = chart.get("_widget_data") || [];
+    const name = `trial ${highlighted}`;
+    const forecast = data.findIndex((trace) => trace.name === `${name} forecast`);
+    const wanted = new Map();
+    for (const [index, kind] of [[shown, "nbtune-bold"], [forecast, "nbtune-kept"]]) {
+      const uid = highlighted !== null && index >= 0 && data[index] && data[index].uid;
+      const curve = uid && root.querySelector(`.scatterlayer .trace${uid}`);
+      if (!curve) continue;
+      wanted.set(curve, kind);
+      wanted.set(curve.closest(".js-plotly-plot"), "nbtune-dimmed");
+      const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
+      const color = row ? row.swatch : ((curve.__data__ || [{}])[0].trace || { line: {} }).line.color;
+      if (color && curve.style.getPropertyValue("--nbtune-bold-color") !== color) {
+        curve.style.setProperty("--nbtune-bold-color", color);
+      }
+    }
+    for (const node of root.querySelectorAll(".nbtune-dimmed, .nbtune-bold, .nbtune-kept")) {
+      for (const kind of ["nbtune-dimmed", "nbtune-bold", "nbtune-kept"]) {
+        if (node.classList.contains(kind) && wanted.get(node) !== kind) node.classList.remove(kind);
+      }
+    }
+    for (const [node, kind] of wanted) if (!node.classList.contains(kind)) node.classList.add(kind);
+    for (const plot of root.querySelectorAll(".js-plotly-plot")) {
+      if (plot.on && !plots.has(plot)) {
+        plots.add(plot);
+        plot.on("plotly_afterplot", () => highlighted !== null && mark(chart));
+      }
+    }
+  }
+  const plots = new WeakSet();
 
   const followed = new Set();
   async function highlight(id) {
@@ -308,14 +352,15 @@ function chartSteering(model, el) {
       return;
     }
     if (!followed.has(chart)) {
-      // The kernel restyles a curve now and then (a new best, a trial paused) and adds curves:
-      // draw the highlight over their new style. Not after the highlight's own restyle (edit id
-      // -1, see `steer`): that drew it again, and again, as long as the mouse stayed on a line.
+      // The kernel's drawings move curves from trace to trace and add traces: mark the
+      // highlighted curve again after each. Not after the highlight's own restyle (edit id -1,
+      // see `steer`): that drew it again, and again, as long as the mouse stayed on a line.
       followed.add(chart);
       const again = (_, message) => {
         if (message && message.trace_edit_id !== -1) setTimeout(() => highlighted !== null && draw(chart));
       };
-      chart.on("change:_py2js_update change:_py2js_restyle change:_py2js_addTraces", again);
+      const drawings = ["update", "restyle", "addTraces", "deleteTraces"];
+      chart.on(drawings.map((kind) => `change:_py2js_${kind}`).join(" "), again);
     }
     draw(chart);
   }

@@ -13,6 +13,7 @@ from ui.test_data import run_of, scored_trials
 
 import nbtune as nt
 from nbtune.trial import Trial, TrialStatus
+from nbtune.ui.bundles import BUNDLE_AFTER, BUNDLE_SIZE, OVERLAY_NAME
 from nbtune.ui.data import (
     TRIAL_COLORS,
     best_so_far_data,
@@ -24,7 +25,6 @@ from nbtune.ui.data import (
 from nbtune.ui.figures import (
     FAINT_COLOR,
     PANELS_PER_ROW,
-    WEBGL_AFTER,
     best_so_far_figure,
     history_figure,
     importance_figure,
@@ -184,9 +184,9 @@ def test_curves_by_time_and_on_a_log_scale(blank):
         history_figure(curves_of([[1.0]]), x="epoch")
 
 
-def test_a_live_redraw_sends_only_the_curves_that_changed_and_webgl_for_many():
+def test_a_live_redraw_sends_only_the_curves_that_changed():
     figure = go.FigureWidget()
-    losses = [[1.0, 0.5]] + [[2.0]] * (WEBGL_AFTER + 5)
+    losses = [[1.0, 0.5], [2.0], [3.0]]
     history_figure(curves_of(losses, {0: TrialStatus.RUNNING}), figure)
     first = figure.data[0]
     sent = sent_updates(figure)
@@ -197,10 +197,43 @@ def test_a_live_redraw_sends_only_the_curves_that_changed_and_webgl_for_many():
     assert figure.data[0] is first, "traces are updated in place, not replaced"
     assert figure.data[0].y == (1.0, 0.5, 0.4, 0.30000000000000004, 0.2)
     assert [update["style_traces"] for update in sent] == [[0]] * 3, "only trial 0 is sent"
-    assert len(figure.data) == WEBGL_AFTER + 6
-    assert figure.data[-1].type == "scattergl"
-    history_figure(curves_of(losses[:3]), figure)
-    assert len(figure.data) == 3 and figure.data[2].y == (2.0,)
+    history_figure(curves_of(losses[:2]), figure)
+    assert len(figure.data) == 2 and figure.data[1].y == (2.0,)
+
+
+def test_past_fifty_curves_the_faint_finished_ones_share_a_trace_per_bundle_of_trials():
+    figure = go.FigureWidget()
+    losses = [[float(k), k / 2] for k in range(BUNDLE_AFTER + 20)]
+    running = {len(losses) - 1: TrialStatus.RUNNING}
+    history_figure(curves_of(losses, running), figure)
+    bundles = -(-len(losses) // BUNDLE_SIZE)
+    names = [trace.name for trace in figure.data]
+    assert names[:bundles] == [f"trials {k * 25} to {k * 25 + 24}" for k in range(bundles)]
+    assert names[bundles:-1] == [f"trial {k}" for k in (*range(10), len(losses) - 1)]
+    assert names[-1] == OVERLAY_NAME and figure.data[-1].x == (), "the browser's highlight"
+    assert all(trace.type == "scatter" for trace in figure.data), "no WebGL"
+    faint = figure.data[0]
+    assert faint.line.color == FAINT_COLOR and faint.x[2] is None, "a gap between two curves"
+    assert faint.customdata[:2] == (10, 10), "each point names its trial"
+    sent = sent_updates(figure)
+    losses[-1].append(losses[-1][-1] + 1)
+    history_figure(curves_of(losses, running), figure)
+    answer_as_the_browser(figure)
+    assert [update["style_traces"] for update in sent] == [[bundles + 10]], "the running one"
+    history_figure(curves_of(losses), figure)
+    overlay = len(figure.data) - 1
+    assert sent[-1]["style_traces"] == [bundles - 1, overlay], "to its bundle, no curve resent"
+    assert figure.data[bundles - 1].customdata[-2] == len(losses) - 1
+
+
+def test_a_bundled_curve_the_kernel_highlights_gets_a_trace_of_its_own(blank):
+    data = curves_of([[float(k)] for k in range(BUNDLE_AFTER + 1)])
+    figure = history_figure(data, blank(), highlight=BUNDLE_AFTER)
+    names = [trace.name for trace in figure.data]
+    assert f"trial {BUNDLE_AFTER}" in names and names[-1] == OVERLAY_NAME
+    bold = figure.data[names.index(f"trial {BUNDLE_AFTER}")]
+    assert bold.line.width == 3.5 and bold.opacity == 1.0
+    assert all(trace.opacity == 0.3 for trace in figure.data if trace.name.startswith("trials "))
 
 
 def test_parallel_coordinates_on_log_and_integer_axes(blank):
