@@ -1,0 +1,90 @@
+"""The parallel coordinates in JupyterLab: drawn by the browser with the plotly.js the page
+already holds (no FigureWidget of their own), a line per trial, from the first opening of their
+tab during a live run; a page without plotly.js gets it from the kernel.
+
+How soon the chart shows after the tab's click is measured by benchmarks/dashboard_browser.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from waiting import eventually
+
+pytestmark = pytest.mark.browser
+
+TRIALS = 6
+CELLS = (
+    "import time\nimport nbtune as nt",
+    "def train(config):\n"
+    "    for step in range(1, 100_000):\n"
+    "        time.sleep(0.1)\n"
+    "        nt.report(loss=config['lr'] * 10 + 1 / step)",
+    "tuner = nt.Tuner(\n"
+    "    train,\n"
+    "    space={'lr': nt.loguniform(1e-4, 1e-1), 'units': nt.randint(8, 64),\n"
+    "           'optimizer': nt.choice(['sgd', 'adam'])},\n"
+    f"    metric='loss', num_samples={TRIALS}, max_concurrent={TRIALS}, seed=0,\n"
+    "    name='parcoords', overwrite=True,\n"
+    ")\n"
+    "tuner.start()",
+    "tuner.wait()",
+)
+# The parallel coordinates where they show: their lines (one per trial) and how they are drawn.
+SHOWN = """root => {
+  const el = root.querySelector(
+    '.widget-tab-contents > :not(.lm-mod-hidden) .js-plotly-plot');
+  const trace = el && el._fullData && el._fullData[0];
+  if (!trace || trace.type !== 'parcoords' || !el.querySelector('.main-svg')) return null;
+  return {
+    lines: trace._length,
+    axes: trace.dimensions.map((d) => d.label),
+    browserDrawn: el.classList.contains('nbtune-browser-chart'),
+    width: el._fullLayout.width,
+    room: el.parentElement.clientWidth,
+  };
+}"""
+
+
+def test_the_parameters_tab_of_a_live_run_draws_a_line_per_trial(code_notebook, open_notebook):
+    notebook = open_notebook(code_notebook("parcoords.ipynb", CELLS))
+    notebook.wait_for_idle_kernel()
+    notebook.run_all()
+    root = notebook.output(".nbtune-dashboard").first
+    running = root.locator(".nbtune-table tr[data-trial]").filter(
+        has=notebook.page.locator(".nbtune-badge", has_text="running")
+    )
+    eventually(lambda: running.count() == TRIALS, f"{TRIALS} trials running", 60)
+    root.locator(".lm-TabBar-tab").filter(has_text="parallel coordinates").click()
+
+    shown = eventually(
+        lambda: (lambda s: s and s["lines"] == TRIALS and s)(root.evaluate(SHOWN)),
+        "the parallel coordinates with a line per trial",
+        30,
+    )
+    notebook.screenshot("parcoords", scroll_to=root.locator(".nbtune-browser-chart"))
+    assert shown["axes"] == ["lr (log)", "units", "optimizer", "loss"]
+    assert shown["browserDrawn"], "drawn with the page's plotly.js, not a FigureWidget's own"
+    assert abs(shown["width"] - shown["room"]) <= 20, f"as wide as its place: {shown}"
+    assert notebook.widget_placeholders() == 0
+    assert "— running" in root.locator(".widget-html-content").first.text_content()
+    root.get_by_role("button", name="Stop all").click()
+    notebook.wait_until_all_ran(timeout=60)
+
+
+def test_a_page_without_plotly_js_gets_it_from_the_kernel(code_notebook, open_notebook):
+    cells = (
+        "import plotly.graph_objects as go\n"
+        "from nbtune.ui.browser_chart import BrowserChart\n"
+        "chart = BrowserChart()\n"
+        "axes = [{'label': 'x', 'values': [1, 2, 3]}, {'label': 'y', 'values': [3, 1, 2]}]\n"
+        "chart.show(go.Figure(go.Parcoords(dimensions=axes)))\n"
+        "chart",
+    )
+    notebook = open_notebook(code_notebook("alone.ipynb", cells))
+    notebook.run_all_and_wait()
+    chart = notebook.output(".nbtune-browser-chart")
+    chart.wait_for(timeout=30_000)
+    lines = "el => el._fullData && el.querySelector('.main-svg') && el._fullData[0]._length"
+    eventually(lambda: chart.evaluate(lines) == 3, "the chart drawn, a line per row", 30)
+    assert notebook.page.evaluate("() => typeof window.Plotly.react") == "function"
+    assert notebook.widget_placeholders() == 0
