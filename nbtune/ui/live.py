@@ -70,13 +70,12 @@ class LiveFigure(go.FigureWidget):
             self._js2py_traceDeltas = None
 
     def _take_defaults(self, index: int, traces: tuple, delta: Mapping[str, Any]) -> None:
-        """As plotly does for one trace's defaults (`_handler_js2py_traceDeltas`)."""
-        trace = traces[index]
-        defaults = go.FigureWidget._transform_data(trace._prop_defaults, delta)
-        removed = self._remove_overlapping_props(trace._props, trace._prop_defaults)
-        if removed:
-            self._py2js_removeTraceProps = {"remove_trace": index, "remove_props": removed}
-            self._py2js_removeTraceProps = None
+        """Keep one trace's defaults, as plotly's handler does, but never drop what the kernel
+        set: plotly removes each property that ever had a default from the trace and from its
+        browser model. A curve is added bare and named in its next drawing, so its name, points
+        and style had one, and went (the highlight, which finds a curve by its name in the
+        browser's model, then found none)."""
+        defaults = go.FigureWidget._transform_data(traces[index]._prop_defaults, delta)
         self._dispatch_trace_change_callbacks(defaults, [index])
 
     @property

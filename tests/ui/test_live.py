@@ -67,3 +67,31 @@ def test_the_browser_s_answer_to_a_drawing_gives_each_curve_its_defaults_as_plot
         assert [(trace.xaxis, trace.hoverinfo) for trace in figure.data] == [("x", "all")] * 300
         assert not figure._trace_edit_in_process, "the drawing is known drawn"
         assert figure._js2py_traceDeltas is None
+
+
+def test_a_curve_keeps_what_the_kernel_drew_whatever_the_browser_answers():
+    """plotly.js answers a drawing with what differs between the figure it drew and the one
+    it was sent: the defaults it filled in, but also what it had not drawn yet (the answer
+    comes before a drawing that waits for an earlier one), and the highlight's style, which
+    the browser draws over the kernel's."""
+    figure = LiveFigure()
+    removed = []
+    figure.observe(lambda change: removed.append(change["new"]), "_py2js_removeTraceProps")
+    figure.add_trace(go.Scatter(mode="lines"))  # a new curve is added bare, as the dashboard does
+    curve = figure.data[0]
+    curve.update(name="trial 0", opacity=0.3, x=[1, 2], y=[0.5, 0.4])  # its next drawing
+    drawn_before = {"name": "trace 0", "x": [], "y": [], "visible": True}
+    highlighted = {"opacity": 0.25, "line": {"width": 1.4}}
+    answer(figure, {**drawn_before, **highlighted})
+    assert (curve.name, curve.opacity, curve.x, curve.y) == ("trial 0", 0.3, (1, 2), (0.5, 0.4))
+    assert curve.visible is True, "the defaults are kept"
+    assert not any(removed), "the browser's model of the figure keeps them too"
+
+
+def answer(figure: LiveFigure, deltas: dict) -> None:
+    """The browser's answer to the figure's last drawing, the same for each trace."""
+    traces = [{"uid": trace.uid, **deltas} for trace in figure.data]
+    figure._js2py_traceDeltas = {
+        "trace_deltas": traces,
+        "trace_edit_id": figure._last_trace_edit_id,
+    }
