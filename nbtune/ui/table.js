@@ -256,24 +256,38 @@ function chartSteering(model, el) {
     if (Object.values(model.get("charts") || {}).some((id) => !fitted.has(id))) fit();
   }
 
-  // The kernel's own style of each curve, as the chart model holds it (the highlight changes
-  // only what the browser draws: see `drawOnly`).
-  function styles(chart) {
-    const data = chart.get("_widget_data") || [];
-    return {
-      names: data.map((trace) => trace.name),
+  // The chart as drawn: the plotly graph of one of its views. Not the model's copy of the
+  // figure (`_widget_data`): plotly's browser code writes into it the placeholders of its
+  // updates ("_undefined_" for a value an update leaves as it was), so curves lost their names.
+  async function drawnGraph(chart) {
+    const views = await Promise.all(Object.values(chart.views || {}));
+    const view = views.find((v) => v && v.el && v.el.isConnected && Array.isArray(v.el.data));
+    return view ? view.el : null;
+  }
+
+  // Each curve's name and own style (the kernel's), read from the chart as drawn: a value that
+  // differs from what the highlight drew there last is the kernel's, drawn since.
+  const STYLE_KEYS = ["opacity", "line.width", "line.color"];
+  const seen = new WeakMap(); // graph -> {own, ours}: per key, a value per curve
+  function styles(graph) {
+    const data = graph.data;
+    const drawnNow = {
       opacity: data.map((trace) => trace.opacity ?? 1),
       "line.width": data.map((trace) => (trace.line || {}).width ?? 2),
       "line.color": data.map((trace) => (trace.line || {}).color ?? null),
     };
+    const last = seen.get(graph);
+    const own = Object.fromEntries(STYLE_KEYS.map((key) => [key, drawnNow[key].map((value, i) =>
+      last && i < last.ours[key].length && value === last.ours[key][i] ? last.own[key][i] : value)]));
+    return { names: data.map((trace) => trace.name), own };
   }
 
-  // Restyle the chart as drawn, leaving the model's copy of the kernel's figure as it was, so
-  // that the kernel's style can always be drawn back, however it changed meanwhile.
+  // Restyle the chart as drawn (each of its curves), leaving the model's copy of the figure as
+  // it was: a view drawn later starts from the kernel's style.
   function drawOnly(chart, style) {
     const data = chart.get("_widget_data") || [];
     const kept = data.map((trace) => [trace.opacity, trace.line && { ...trace.line }]);
-    steer(chart, "restyle", style, data.map((_, index) => index));
+    steer(chart, "restyle", style, style.opacity.map((_, index) => index));
     data.forEach((trace, index) => {
       const [opacity, line] = kept[index];
       if (opacity === undefined) delete trace.opacity;
@@ -283,19 +297,22 @@ function chartSteering(model, el) {
     });
   }
 
-  function draw(chart) {
-    const { names, ...own } = styles(chart);
-    if (highlighted === null) {
-      drawOnly(chart, own);
-      return;
+  async function draw(chart) {
+    const graph = await drawnGraph(chart);
+    if (!graph) return;
+    const { names, own } = styles(graph);
+    let style = own;
+    if (highlighted !== null) {
+      const name = `trial ${highlighted}`;
+      const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
+      style = {
+        opacity: names.map((n, i) => (n === name || n === `${name} forecast` ? own.opacity[i] : 0.25)),
+        "line.width": names.map((n, i) => (n === name ? 3.5 : own["line.width"][i])),
+        "line.color": names.map((n, i) => (n === name && row ? row.swatch : own["line.color"][i])),
+      };
     }
-    const name = `trial ${highlighted}`;
-    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
-    drawOnly(chart, {
-      opacity: names.map((n, i) => (n === name || n === `${name} forecast` ? own.opacity[i] : 0.25)),
-      "line.width": names.map((n, i) => (n === name ? 3.5 : own["line.width"][i])),
-      "line.color": names.map((n, i) => (n === name && row ? row.swatch : own["line.color"][i])),
-    });
+    drawOnly(chart, style);
+    seen.set(graph, { own, ours: style });
   }
 
   const followed = new Set();
