@@ -58,6 +58,15 @@ function render({ model, el }) {
   let drawn = null; // [figure, width] last drawn
   let drawing = null;
   let again = false;
+  // A page keeps about 16 WebGL contexts and takes the oldest back past that: with several
+  // dashboards in a notebook, a chart drawn ahead may lose its own. Drawn afresh once it shows
+  // (not while hidden, which would take another chart's in turn).
+  let lost = false;
+  chart.addEventListener("webglcontextlost", () => {
+    lost = true;
+    drawn = null;
+    markStale();
+  }, true);
 
   // `data-stale` on the chart while what it shows is older than its figure (drawn in its
   // hidden tab, the figure changed since): it shows it for the moment a redraw takes.
@@ -68,7 +77,7 @@ function render({ model, el }) {
   async function draw() {
     if (!(model.get("figure") || {}).data) return;
     if (el.offsetParent === null) {
-      if (drawn) return; // drawn once already: again when it shows
+      if (drawn || lost) return; // drawn once already: again when it shows
       await quietMoment(); // a second's drawing: not in the middle of the page's other work
     }
     const figure = model.get("figure");
@@ -77,6 +86,10 @@ function render({ model, el }) {
     const width = roomFor(el);
     if (!plotly || width < 100) return;
     if (drawn && drawn[0] === figure && drawn[1] === width) return;
+    if (lost) {
+      plotly.purge(chart);
+      lost = false;
+    }
     const layout = { ...figure.layout, width, autosize: false };
     await plotly.react(chart, figure.data, layout, { displaylogo: false });
     drawn = [figure, width];

@@ -88,3 +88,46 @@ def test_a_page_without_plotly_js_gets_it_from_the_kernel(code_notebook, open_no
     eventually(lambda: chart.evaluate(lines) == 3, "the chart drawn, a line per row", 30)
     assert notebook.page.evaluate("() => typeof window.Plotly.react") == "function"
     assert notebook.widget_placeholders() == 0
+
+
+DASHBOARDS = 6
+MANY = (
+    "import nbtune as nt",
+    "def train(config):\n"
+    "    for step in range(1, 4):\n"
+    "        nt.report(loss=config['lr'] * 10 + 1 / step)",
+    *(
+        f"tuner{n} = nt.Tuner(train, space={{'lr': nt.loguniform(1e-4, 1e-1), 'units': "
+        f"nt.randint(8, 64)}}, metric='loss', num_samples=4, seed={n}, name='run{n}', "
+        "overwrite=True)\n"
+        f"tuner{n}.start()"
+        for n in range(DASHBOARDS)
+    ),
+    "\n".join(f"tuner{n}.wait()" for n in range(DASHBOARDS)),
+)
+# Whether the shown parallel coordinates draw their lines: plotly.js draws them with WebGL in
+# canvases, whose contexts the page may have taken back.
+DRAWN_WITH_WEBGL = """root => {
+  const el = root.querySelector(
+    '.widget-tab-contents > :not(.lm-mod-hidden) .nbtune-browser-chart');
+  const canvases = el ? [...el.querySelectorAll('canvas')] : [];
+  const contexts = canvases.map((c) => c.getContext('webgl') || c.getContext('experimental-webgl'));
+  return !!el && el.dataset.stale === 'false' && contexts.length > 0
+    && contexts.every((gl) => gl && !gl.isContextLost());
+}"""
+
+
+def test_the_first_of_many_dashboards_draws_its_parallel_coordinates(code_notebook, open_notebook):
+    """Each dashboard draws its parallel coordinates ahead, with WebGL contexts of their own, of
+    which the page keeps about 16: the first dashboard's are taken back by the last ones'."""
+    notebook = open_notebook(code_notebook("many.ipynb", MANY))
+    notebook.wait_for_idle_kernel()
+    notebook.run_all_and_wait()
+    dashboards = notebook.output(".nbtune-dashboard")
+    eventually(lambda: dashboards.count() == DASHBOARDS, f"{DASHBOARDS} dashboards", 60)
+    first = dashboards.first
+    first.scroll_into_view_if_needed()
+    first.locator(".lm-TabBar-tab").filter(has_text="parallel coordinates").click()
+    eventually(lambda: first.evaluate(DRAWN_WITH_WEBGL), "its lines drawn with WebGL", 30)
+    lost = [line for line in notebook.console if "Oldest context will be lost" in line]
+    print(f"{len(lost)} WebGL contexts taken back")
