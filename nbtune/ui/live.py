@@ -71,10 +71,10 @@ class LiveFigure(go.FigureWidget):
 
     def _take_defaults(self, index: int, traces: tuple, delta: Mapping[str, Any]) -> None:
         """Keep one trace's defaults, as plotly's handler does, but never drop what the kernel
-        set: plotly removes each property that ever had a default from the trace and from its
-        browser model. A curve is added bare and named in its next drawing, so its name, points
-        and style had one, and went (the highlight, which finds a curve by its name in the
-        browser's model, then found none)."""
+        set. plotly removes from the trace (and from its browser model) each property the
+        answer names, and the browser computes its answer against its model's copy of the
+        figure, which plotly's browser code keeps stale: curves lost their names, points and
+        styles in the kernel (a page reloaded would draw them so)."""
         defaults = go.FigureWidget._transform_data(traces[index]._prop_defaults, delta)
         self._dispatch_trace_change_callbacks(defaults, [index])
 
