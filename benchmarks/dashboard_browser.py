@@ -17,8 +17,11 @@ garbage collection (`HeapProfiler.collectGarbage`, then `Performance.getMetrics`
    each interval; information.
 4. `click_ms`: from a row's Pause (then Resume) click to the table showing the trial paused
    (then not paused): each sample (`series`); target: all < 500 ms.
-5. `parcoords_first_draw_ms`: from a click on the "parallel coordinates" tab, past the run's
-   middle, to its lines drawn; target < 300 ms.
+5. `parcoords_first_draw_ms`: from a click on the "parallel coordinates" tab, a quarter into
+   the run, to the first frame that shows its lines as the browser last heard of them (not a
+   drawing from before), both timed in the page (`value`; target
+   < 300 ms); `driver_ms` is the same from here, the mouse's click sent and the chart found
+   through Playwright (tens of ms more, more on a busy page).
 6. `hover_highlight_ms`: at every sample, from the mouse entering the line of a running trial
    whose curve is drawn to that curve painted bold on the learning curves; target < 100 ms.
 7. `busy_profile` (`--profile`): what the page's main thread spent its time on over
@@ -151,6 +154,31 @@ WATCH_HOVER = f"""(trial) => {{
     }}, {{once: true, capture: true}});
   }});
 }}"""
+
+WATCH_TAB = """tab => {
+  delete window.__nbtuneClicked;
+  delete window.__nbtuneShown;
+  const clicked = (event) => { window.__nbtuneClicked = event.timeStamp; };
+  document.addEventListener('pointerdown', clicked, {capture: true, once: true});
+  const index = [...tab.parentElement.children].indexOf(tab);
+  const panels = tab.closest('.lm-TabBar').parentElement.querySelector('.widget-tab-contents');
+  const panel = panels.children[index];
+  const check = () => {
+    const el = panel.querySelector('.js-plotly-plot');
+    const shown = el && el.offsetParent !== null && !panel.classList.contains('lm-mod-hidden');
+    const drawn = shown && el._fullLayout && el.data && el.querySelector('.main-svg')
+      && el.dataset.stale !== 'true';
+    if (window.__nbtuneClicked !== undefined && drawn && el.data.length) {
+      window.__nbtuneShown = performance.now();
+    } else {
+      requestAnimationFrame(check);
+    }
+  };
+  requestAnimationFrame(check);
+}"""
+"""Times in the page a click on `tab` (its pointerdown) and the first animation frame after it
+in which the chart in the tab's panel shows drawn, and not older than its figure (a chart drawn
+ahead in its hidden tab is redrawn as it shows if its figure changed meanwhile)."""
 
 
 class OtherCpu:
@@ -351,25 +379,25 @@ class Page:
             found.append(round((time.perf_counter() - started) * 1e3))
         return found
 
-    def open_tab(self, name: str) -> float | None:
-        """Click a tab of the dashboard; ms until its chart has drawn its first trace (None:
-        not within 60 s)."""
+    def open_tab(self, name: str) -> tuple[float | None, float | None]:
+        """Click a tab of the dashboard; ms from the click to the first frame that shows its
+        chart drawn, timed in the page, then from here (None, None: not within 60 s)."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         tab = self.page.locator(".nbtune-dashboard .lm-TabBar-tab", has_text=name).first
+        box = tab.bounding_box()
+        tab.evaluate(WATCH_TAB)
         started = time.perf_counter()
-        tab.click()
+        self.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         try:
             self.page.wait_for_function(
-                f"() => {{ const el = {VISIBLE_CHART};"
-                " return !!(el && el._fullLayout && el.data && el.data.length &&"
-                " el.querySelector('.main-svg')); }",
-                polling="raf",
-                timeout=60_000,
+                "() => window.__nbtuneShown !== undefined", polling="raf", timeout=60_000
             )
         except PlaywrightTimeout:
-            return None
-        return round((time.perf_counter() - started) * 1e3)
+            return None, None
+        driver = round((time.perf_counter() - started) * 1e3)
+        in_page = self.page.evaluate("() => window.__nbtuneShown - window.__nbtuneClicked")
+        return round(in_page), driver
 
     def hover_ms(self) -> float | str:
         """Move onto the line of a running trial whose curve the chart draws (two points or
@@ -521,7 +549,7 @@ def measure(
             page.evaluate(RUN_ALL)
             page.locator(TABLE_LINE).first.wait_for(timeout=120_000)
             began = time.perf_counter()
-            samples, clicks, parcoords, hover = [watched.sample(began)], [], None, []
+            samples, clicks, parcoords, hover = [watched.sample(began)], [], (None, None), []
             tabs_opened, profiled, traced = False, None, None
             planned = trials * reports * sleep / 4  # s, the run's length without overheads
             longest = 3 * planned + 60  # s; a trial left paused never ends
@@ -593,9 +621,10 @@ def measure(
     draw = {
         "figure": "parcoords_first_draw_ms",
         **run,
-        "value": parcoords,
+        "value": parcoords[0],
+        "driver_ms": parcoords[1],
         "target": "< 300",
-        "passed": parcoords is not None and parcoords < 300,
+        "passed": parcoords[0] is not None and parcoords[0] < 300,
     }
     hovered = [ms for _, ms in hover if not isinstance(ms, str)]
     highlight = {

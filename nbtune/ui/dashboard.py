@@ -77,6 +77,7 @@ from nbtune.ui.views import (
     LiveFigures,
     Look,
     TabPacer,
+    due_ahead,
     trial_html,
 )
 
@@ -297,6 +298,8 @@ class Dashboard:
             spacing = self.shared.spacing_s(tab)
             if not throttled or self.pacer.due(tab, self._closing.is_set(), spacing):
                 self._guarded(tab, lambda: self._draw_tab(tab, trials, rows))
+            for name in due_ahead(self.charts, tab, self.static_charts, self._closing.is_set()):
+                self._guarded(name, lambda name=name: self._draw_tab(name, trials, rows))
             self._draw_message()
             self.redraws += 1
 

@@ -70,13 +70,12 @@ class LiveFigure(go.FigureWidget):
             self._js2py_traceDeltas = None
 
     def _take_defaults(self, index: int, traces: tuple, delta: Mapping[str, Any]) -> None:
-        """As plotly does for one trace's defaults (`_handler_js2py_traceDeltas`)."""
-        trace = traces[index]
-        defaults = go.FigureWidget._transform_data(trace._prop_defaults, delta)
-        removed = self._remove_overlapping_props(trace._props, trace._prop_defaults)
-        if removed:
-            self._py2js_removeTraceProps = {"remove_trace": index, "remove_props": removed}
-            self._py2js_removeTraceProps = None
+        """Keep one trace's defaults, as plotly's handler does, but never drop what the kernel
+        set. plotly removes from the trace (and from its browser model) each property the
+        answer names, and the browser computes its answer against its model's copy of the
+        figure, which plotly's browser code keeps stale: curves lost their names, points and
+        styles in the kernel (a page reloaded would draw them so)."""
+        defaults = go.FigureWidget._transform_data(traces[index]._prop_defaults, delta)
         self._dispatch_trace_change_callbacks(defaults, [index])
 
     @property

@@ -270,14 +270,24 @@ function chartSteering(model, el) {
     }));
   }
 
+  // The chart as drawn: the plotly graph of one of its views, whose curves plotly.js keeps as
+  // the kernel drew them. Not the model's copy of the figure (`_widget_data`): plotly's browser
+  // code writes the placeholders of its updates into it ("_undefined_" for a value an update
+  // leaves as it was), so curves lost their names there.
+  async function drawnGraph(chart) {
+    const views = await Promise.all(Object.values(chart.views || {}));
+    const view = views.find((v) => v && v.el && v.el.isConnected && Array.isArray(v.el.data));
+    return view ? view.el : null;
+  }
+
   // A curve the kernel bundled with others (past 50 curves, `nbtune.ui.bundles`) has no trace
   // of its own: its points, picked out of its bundle, are drawn into the empty trace the kernel
   // keeps last for it (named "highlight"), emptied again afterwards. Returns the index of the
   // trace that draws trial `id` (null: none).
-  function overlay(chart, id) {
-    const data = chart.get("_widget_data") || [];
+  function overlay(chart, data, id) {
     const last = data.length - 1;
-    if (last < 0 || data[last].name !== "highlight") return null;
+    // named "trial <id>" while it draws one (the drawn graph keeps the overlay's restyle)
+    if (last < 0 || (data[last].name !== "highlight" && !overlaid.has(chart))) return null;
     const xs = [];
     const ys = [];
     const bundle = id === null ? null : data.find((trace) => (trace.customdata || []).includes(id));
@@ -298,20 +308,27 @@ function chartSteering(model, el) {
   // SVG gets "nbtune-dimmed", which fades every curve, the highlighted trial's curve
   // "nbtune-bold" and its forecast "nbtune-kept". Plotly draws nothing again and the kernel
   // hears nothing: a line hovered costs a restyle of the page, however many curves there are.
-  function draw(chart) {
-    const data = chart.get("_widget_data") || [];
-    const own = data.findIndex((trace) => trace.name === `trial ${highlighted}`);
+  async function draw(chart) {
+    const graph = await drawnGraph(chart);
+    if (!graph) return;
+    const overlayAt = overlaid.has(chart) ? graph.data.length - 1 : -1;
+    const name = `trial ${highlighted}`;
+    const own = graph.data.findIndex((trace, i) => i !== overlayAt && trace.name === name);
     const bundled = highlighted !== null && own < 0;
-    shown = overlay(chart, bundled ? highlighted : null) ?? own;
-    mark(chart);
+    shown = overlay(chart, graph.data, bundled ? highlighted : null) ?? own;
+    mark(graph);
+    if (graph.on && !plots.has(graph)) {
+      plots.add(graph);
+      graph.on("plotly_afterplot", () => highlighted !== null && mark(graph));
+    }
   }
 
   // Put the classes where they belong now, changing none that are already right; after the
   // hover, and after every drawing plotly makes (it may draw the curves' elements anew).
   let shown = -1;
-  function mark(chart) {
+  function mark(graph) {
     const root = el.closest(".nbtune-dashboard") || document;
-    const data = chart.get("_widget_data") || [];
+    const data = graph.data;
     const name = `trial ${highlighted}`;
     const forecast = data.findIndex((trace) => trace.name === `${name} forecast`);
     const wanted = new Map();
@@ -333,12 +350,6 @@ function chartSteering(model, el) {
       }
     }
     for (const [node, kind] of wanted) if (!node.classList.contains(kind)) node.classList.add(kind);
-    for (const plot of root.querySelectorAll(".js-plotly-plot")) {
-      if (plot.on && !plots.has(plot)) {
-        plots.add(plot);
-        plot.on("plotly_afterplot", () => highlighted !== null && mark(chart));
-      }
-    }
   }
   const plots = new WeakSet();
 

@@ -24,6 +24,7 @@ from nbtune.objectives import names, primary
 from nbtune.space import SearchSpace
 from nbtune.storage import error_file, output_file
 from nbtune.trial import ITERATION, Trial
+from nbtune.ui.browser_chart import BrowserChart
 from nbtune.ui.data import trial_color
 from nbtune.ui.static import trial_curve_svg
 from nbtune.ui.table import HOVER_CHARS, badge, short, waiting_note
@@ -58,6 +59,16 @@ SENT_MESSAGES = ["_py2js_update", "_py2js_restyle", "_py2js_addTraces"]
 STATIC_WEBGL_EVERY_S = 5.0
 """The same for parallel coordinates, which plotly.js draws with WebGL: each new drawing costs
 a browser without a GPU seconds."""
+BROWSER_DRAWN = ("parallel coordinates",)
+"""The live charts that the browser draws with the plotly.js its page holds (`BrowserChart`),
+not each with a `FigureWidget` of its own: a new FigureWidget's code takes the browser seconds
+to load, and plotly.js draws parallel coordinates with WebGL, whose first drawing of a chart
+takes a browser without a GPU a second more. Drawn ahead in its hidden tab, the chart shows as
+soon as its tab opens."""
+AHEAD_EVERY_S = 2.0
+"""How often a hidden `BROWSER_DRAWN` chart is sent its figure during a live run: its tab opens
+on the run as it was at most this long before (the browser draws it once it shows), and is
+drawn afresh once the kernel hears that it shows."""
 
 
 @dataclass(frozen=True)
@@ -194,9 +205,10 @@ class ChartTab:
     """One chart of the dashboard, drawn in place on every redraw.
 
     With a front end that draws anywidgets, the chart is a plotly `FigureWidget` of the
-    dashboard's `LiveFigures`, made when the tab is first drawn; otherwise
-    (`static=True`) a plain figure sent as plotly's own output about once a second, which every
-    notebook front end renders without widgets.
+    dashboard's `LiveFigures`, made when the tab is first drawn, or for the `BROWSER_DRAWN`
+    charts a `BrowserChart`, there from the start; otherwise (`static=True`) a plain figure
+    sent as plotly's own output about once a second, which every notebook front end renders
+    without widgets.
 
     Args:
         name: the tab's name, which says what it draws.
@@ -216,18 +228,29 @@ class ChartTab:
         elif name == "parameters":
             # the scatter and the contour differ in traces and axes: each starts on a clean figure
             self.options = ParameterOptions(changed, self.reset)
+        self.browser = BrowserChart() if name in BROWSER_DRAWN else None
+        # the browser's chart first: the note's removal leaves its view (and drawing) in place
+        drawing = [self.browser] if self.browser else []
         self.holder = widgets.Box(
-            [widgets.HTML("<i>drawing…</i>")], layout=widgets.Layout(width="100%")
+            [*drawing, widgets.HTML("<i>drawing…</i>")], layout=widgets.Layout(width="100%")
         )
         parts = [self.options.widget] if self.options else []
         self.widget = widgets.VBox([*parts, self.holder])
         self._drawn: dict = {}
         self._static_at = -float("inf")
+        self._sent_at = -float("inf")
         self._output: widgets.Output | None = None
         self._static_sent = ""
 
     def controls(self) -> list[widgets.Widget]:
-        return self.options.controls if self.options else []
+        """The widgets whose messages the kernel must hear while a cell is busy."""
+        return [*(self.options.controls if self.options else []), *filter(None, [self.browser])]
+
+    def due_ahead(self, static: bool, ending: bool) -> bool:
+        """Whether to draw this chart while its tab is hidden: a `BrowserChart` during a live
+        run every `AHEAD_EVERY_S`, and at its end."""
+        elapsed = time.monotonic() - self._sent_at
+        return self.browser is not None and not static and (ending or elapsed >= AHEAD_EVERY_S)
 
     @property
     def made_at(self) -> float:
@@ -237,6 +260,8 @@ class ChartTab:
         """Forget what was drawn: the next draw starts from an empty figure."""
         self._drawn.clear()
         self._static_sent = ""
+        if self.browser is not None:
+            self.browser.forget()
         if self.figure is None:
             return
         lock = getattr(self.figure, "drawing_lock", None) or contextlib.nullcontext()
@@ -256,6 +281,9 @@ class ChartTab:
         if static:
             self._draw_static(trials, rows, metric, mode, look)
             return
+        if self.browser is not None:
+            self._draw_in_browser(trials, rows, metric, mode, look)
+            return
         figure = self.shared.take(self)
         if self.figure is not figure:
             self.figure = figure
@@ -265,6 +293,17 @@ class ChartTab:
             _remember_state(figure)
         if tuple(self.holder.children) != (figure,):
             self.holder.children = [figure]  # after its drawing: the browser draws it whole
+
+    def _draw_in_browser(self, trials, rows, metric, mode, look: Look) -> None:
+        import plotly.graph_objects as go
+
+        if self.figure is None:
+            self.figure = go.Figure()
+        self._plot(self.figure, trials, rows, metric, mode, look)
+        self.browser.show(self.figure)
+        self._sent_at = time.monotonic()
+        if tuple(self.holder.children) != (self.browser,):
+            self.holder.children = [self.browser]
 
     def waits_to_render(self) -> bool:
         """Whether the chart is a FigureWidget the browser has not drawn yet."""
@@ -408,6 +447,14 @@ class ParameterOptions:
                 self.y.value = y if y in names and y != self.x.value else other
         finally:
             self._offering = False
+
+
+def due_ahead(charts: Mapping[str, Any], shown: str, static: bool, ending: bool) -> list[str]:
+    """The hidden tabs whose chart to draw now so that the browser has it ready when they
+    open (see `ChartTab.due_ahead`)."""
+    return [
+        name for name, chart in charts.items() if name != shown and chart.due_ahead(static, ending)
+    ]
 
 
 def _remember_state(figure: Any) -> None:

@@ -33,14 +33,17 @@ CELLS = (
 )
 WIDTH = 800
 
-# Every plotly chart's width when the widget first drew it: plotly's widget announces each
-# drawing with this event.
+# Every plotly chart's width when it was first drawn: plotly's widget announces each drawing
+# with the first event, the charts the dashboard draws itself (`BrowserChart`) with the second.
 RECORD_FIRST_DRAWS = """() => {
   window.__nbtuneDraws = [];
-  document.addEventListener('plotlywidget-after-render', (event) => {
-    const el = event.detail.element;
-    window.__nbtuneDraws.push({el, width: el._fullLayout.width});
-  });
+  const record = (el) => {
+    if (!window.__nbtuneDraws.some((draw) => draw.el === el)) {
+      window.__nbtuneDraws.push({el, width: el._fullLayout.width});
+    }
+  };
+  document.addEventListener('plotlywidget-after-render', (event) => record(event.detail.element));
+  document.addEventListener('nbtune-chart-drawn', (event) => record(event.target));
 }"""
 # Those drawings of charts that show now: their width then, and the width of their place now.
 FIRST_DRAWS = """() => window.__nbtuneDraws

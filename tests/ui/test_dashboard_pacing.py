@@ -13,7 +13,14 @@ import pytest
 from waiting import eventually
 
 import nbtune as nt
-from nbtune.ui.views import CHART_EVERY_S, UNANSWERED_S, ChartTab, LiveFigures, TabPacer
+from nbtune.ui.views import (
+    AHEAD_EVERY_S,
+    CHART_EVERY_S,
+    UNANSWERED_S,
+    ChartTab,
+    LiveFigures,
+    TabPacer,
+)
 
 SENT = ("_py2js_update", "_py2js_restyle", "_py2js_relayout", "_py2js_addTraces")
 """The traits through which plotly's FigureWidget sends a change of the figure."""
@@ -54,10 +61,9 @@ def test_the_browser_s_table_is_told_the_live_chart_of_the_tab_shown(dashboard):
     show(dashboard, "learning curves")
     curves = dashboard.figures["learning curves"]
     assert dashboard.table.charts == {"learning curves": curves.model_id}
-    show(dashboard, "parallel coordinates")
-    parallel = dashboard.figures["parallel coordinates"]
-    assert [trace.type for trace in parallel.data] == ["parcoords"]
-    assert dashboard.table.charts == {"parallel coordinates": parallel.model_id}
+    show(dashboard, "best so far")
+    best = dashboard.figures["best so far"]
+    assert dashboard.table.charts == {"best so far": best.model_id}
     show(dashboard, "learning curves")
     assert dashboard.figures["learning curves"] is curves, "each tab keeps its chart"
     assert dashboard.table.charts == {"learning curves": curves.model_id}
@@ -115,3 +121,27 @@ def test_the_visible_tab_is_drawn_no_sooner_than_its_spacing_unless_asked():
     pacer.ask()
     assert pacer.due("learning curves", ending=False, spacing_s=UNANSWERED_S), "the user asked"
     assert pacer.due("learning curves", ending=False, spacing_s=0.0)
+
+
+def test_the_parallel_coordinates_are_sent_to_the_browser_while_their_tab_is_hidden(dashboard):
+    show(dashboard, "learning curves")
+    chart = dashboard.charts["parallel coordinates"].browser
+
+    def a_line_per_trial() -> bool:
+        dashboard.redraw()
+        trials, _ = dashboard.source.snapshot()
+        reported = sum(bool(trial.last_result) for trial in trials)
+        (trace,) = chart.figure.get("data", [{}])
+        lines = trace.get("type") == "parcoords" and len(trace["dimensions"][0]["values"])
+        return reported >= 2 and lines == reported
+
+    eventually(a_line_per_trial, "a line per trial that reported, its tab hidden", 30)
+    sent = []
+    chart.observe(lambda change: sent.append(change["new"]), "figure")
+    began = time.monotonic()
+    eventually(lambda: dashboard.redraw() or len(sent) >= 2, "the figure sent again", 30)
+    assert time.monotonic() - began >= AHEAD_EVERY_S, "at its own pace, not the table's"
+    parallel = dashboard.figures["parallel coordinates"]
+    assert not hasattr(parallel, "model_id"), "no FigureWidget: the browser draws the JSON"
+    curves = dashboard.figures["learning curves"]
+    assert dashboard.table.charts == {"learning curves": curves.model_id}

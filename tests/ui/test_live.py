@@ -67,3 +67,32 @@ def test_the_browser_s_answer_to_a_drawing_gives_each_curve_its_defaults_as_plot
         assert [(trace.xaxis, trace.hoverinfo) for trace in figure.data] == [("x", "all")] * 300
         assert not figure._trace_edit_in_process, "the drawing is known drawn"
         assert figure._js2py_traceDeltas is None
+
+
+def test_a_curve_keeps_what_the_kernel_drew_whatever_the_browser_answers():
+    """plotly.js answers a drawing with what differs between the figure it drew and its model's
+    copy of the figure, which plotly's browser code keeps badly (it lacks the curves' names and
+    points), and with the highlight's style, drawn over the kernel's. plotly's own handler
+    takes each property the answer names out of the figure: the kernel's figure, which a page
+    reloaded draws, lost them."""
+    figure = LiveFigure()
+    removed = []
+    figure.observe(lambda change: removed.append(change["new"]), "_py2js_removeTraceProps")
+    figure.add_trace(go.Scatter(mode="lines"))  # a new curve is added bare, as the dashboard does
+    drawn = {"name": "trial 0", "opacity": 0.3, "x": [1, 2], "y": [0.5, 0.4]}
+    figure.data[0].update(drawn)  # its next drawing
+    highlighted = {"opacity": 0.25, "line": {"width": 3.5}}
+    answer(figure, {**drawn, **highlighted, "visible": True})
+    kept = figure.to_dict()["data"][0]
+    assert {key: kept.get(key) for key in drawn} == drawn, "a page reloaded draws them"
+    assert figure.data[0].visible is True, "the defaults are kept"
+    assert not any(removed), "the browser's model of the figure keeps them too"
+
+
+def answer(figure: LiveFigure, deltas: dict) -> None:
+    """The browser's answer to the figure's last drawing, the same for each trace."""
+    traces = [{"uid": trace.uid, **deltas} for trace in figure.data]
+    figure._js2py_traceDeltas = {
+        "trace_deltas": traces,
+        "trace_edit_id": figure._last_trace_edit_id,
+    }
