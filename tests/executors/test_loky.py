@@ -147,14 +147,20 @@ print(repr(tuner.history()["heavy"].iloc[0]))
 def test_a_new_worker_loads_only_what_its_trials_need(tmp_path):
     """Every cold run waits for its workers to start, so they import only what trials need:
     neither numpy, pandas nor joblib, nor the front end, nor the driver's side of nbtune."""
+    assert script_output(WORKER_IMPORTS, tmp_path).strip() == "''"
+
+
+def script_output(script: str, folder) -> str:
+    """What `script` prints, run in a fresh Python process (a pool of its own) with `folder` as
+    its argument."""
     out = subprocess.run(
-        [sys.executable, "-c", WORKER_IMPORTS, str(tmp_path)],
+        [sys.executable, "-c", script, str(folder)],
         capture_output=True,
         text=True,
         check=True,
-        timeout=60,
+        timeout=120,
     )
-    assert out.stdout.strip() == "''"
+    return out.stdout
 
 
 WORKER_BOOTS = """
@@ -196,14 +202,7 @@ def test_no_more_workers_boot_at_once_than_the_cores_allow(tmp_path):
     """Four workers booting at once on two cores made the first trial wait for all four: they
     boot `_BOOTING_AT_ONCE` at a time (one here), whether warmed up ahead or started by a run,
     and the run, held back meanwhile, ends as it would."""
-    out = subprocess.run(
-        [sys.executable, "-c", WORKER_BOOTS, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    assert out.stdout.split() == ["1", "1", "finished", "6"]
+    assert script_output(WORKER_BOOTS, tmp_path).split() == ["1", "1", "finished", "6"]
 
 
 def test_joblib_parallel_works_beside_a_run(loky_driver):
