@@ -62,6 +62,7 @@ from nbtune.ui.summary import (
     title_html,
 )
 from nbtune.ui.table import (
+    ACTIONS,
     STATUS_FILTERS,
     StaticTable,
     TableView,
@@ -152,6 +153,9 @@ class Dashboard:
         self._closing = threading.Event()
         self._over = not source.live  # no refresh thread draws: a change is drawn at once
         self._lock = threading.RLock()
+        self._table_lock = threading.RLock()
+        """Held while the header and table are drawn, or what they show is changed: a click
+        redraws them at once, without waiting for the charts that `_lock` guards."""
         self.message = widgets.HTML()
         self.widget = widgets.VBox([widgets.HTML(title_html(source.name, "starting"))])
         self.widget.add_class("nbtune-dashboard")
@@ -290,9 +294,10 @@ class Dashboard:
     def _draw(self, throttled: bool = False) -> None:
         """`redraw`, without waiting for plotly: the charts wait for it, not the rest."""
         with self._lock:
-            trials, rows = self.source.snapshot()
-            live = self.live
-            self._guarded("table", lambda: self._draw_top(trials, live))
+            with self._table_lock:
+                trials, rows = self.source.snapshot()
+                live = self.live
+                self._guarded("table", lambda: self._draw_top(trials, live))
             self._guarded("hints", lambda: self.hints.draw(live))
             tab = self.selected_tab
             spacing = self.shared.spacing_s(tab)
@@ -302,6 +307,16 @@ class Dashboard:
                 self._guarded(name, lambda name=name: self._draw_tab(name, trials, rows))
             self._draw_message()
             self.redraws += 1
+
+    def _draw_table(self) -> None:
+        """The header and table alone, now: what a click changed shows while a chart draws
+        (a chart of thousands of results can take the refresh thread half a second)."""
+        if not self.ready.is_set():
+            return
+        with self._table_lock:
+            trials, _ = self.source.snapshot()
+            live = self.live
+            self._guarded("table", lambda: self._draw_top(trials, live))
 
     def _guarded(self, part: str, draw: Callable[[], None]) -> None:
         failed = self.failures.get(part)
@@ -423,11 +438,14 @@ class Dashboard:
         self.artifacts.forget()
         self._changed()
 
-    def _changed(self) -> None:
+    def _changed(self, table: bool = False) -> None:
         """The user changed what to show: redraw, at once if no refresh thread does (the run has
-        ended, or is not live here); locked, so its last redraw or this one draws it."""
+        ended, or is not live here); locked, so its last redraw or this one draws it. A change
+        of the `table` is drawn at once in any case."""
         self.pacer.ask()
         self._dirty.set()
+        if table:
+            self._draw_table()
         with self._lock:
             if self._over:
                 self.redraw()
@@ -452,32 +470,27 @@ class Dashboard:
     def _on_table(self, content: Mapping[str, Any]) -> None:
         """A message from the browser's table (or the static table's widgets)."""
         kind = content.get("type")
-        if kind == "rendered":
-            self.rendered = True
-            self.dark = bool(content.get("dark"))
-        elif kind == "sort" and isinstance(content.get("key"), str):
-            self.view = self.view.sorted_by(content["key"])
-        elif kind == "descending":
-            self.view = self.view.sorted_by(self.view.sort)
-        elif kind == "filter" and content.get("status") in STATUS_FILTERS:
-            self.view = self.view.filtered(content["status"])
-        elif kind == "page" and content.get("step") in (-1, 1):
-            self.view = self.view.turned(content["step"])
-        elif kind == "hover":
-            self.highlighted = _trial_id(content.get("trial_id"))
-        elif kind == "select":
-            self.selected = _trial_id(content.get("trial_id"))
-        elif kind == "action" and content.get("action") in ("pause", "resume", "stop"):
-            trial_id = _trial_id(content.get("trial_id"))
-            if trial_id is not None and self.live:
-                commands = {
-                    "pause": self.source.pause,
-                    "resume": self.source.resume,
-                    "stop": self.source.stop,
-                }
-                self._act(commands[content["action"]], trial_id)
-                return
-        self._changed()
+        action, trial_id = content.get("action"), _trial_id(content.get("trial_id"))
+        if kind == "action" and action in ACTIONS and trial_id is not None and self.live:
+            self._act(getattr(self.source, action), trial_id)
+            return
+        with self._table_lock:
+            if kind == "rendered":
+                self.rendered = True
+                self.dark = bool(content.get("dark"))
+            elif kind == "sort" and isinstance(content.get("key"), str):
+                self.view = self.view.sorted_by(content["key"])
+            elif kind == "descending":
+                self.view = self.view.sorted_by(self.view.sort)
+            elif kind == "filter" and content.get("status") in STATUS_FILTERS:
+                self.view = self.view.filtered(content["status"])
+            elif kind == "page" and content.get("step") in (-1, 1):
+                self.view = self.view.turned(content["step"])
+            elif kind == "hover":
+                self.highlighted = trial_id
+            elif kind == "select":
+                self.selected = trial_id
+        self._changed(table=kind in _TABLE_CHANGES)
 
     # ----- live updates -----------------------------------------------------------------------
 
@@ -564,6 +577,7 @@ class Dashboard:
         else:
             self.command_error = ""
         self._draw_message()
+        self._draw_table()
         self._dirty.set()
 
     def close(self) -> None:
@@ -699,6 +713,10 @@ class FailedTrials:
             path = error_file(self.source.path, trial.trial_id)
             self._texts[key] = path.read_text() if path.exists() else ""
         return self._texts[key]
+
+
+_TABLE_CHANGES = ("sort", "descending", "filter", "page", "select")
+"""The table's messages that change what it shows: drawn at once (see `_draw_table`)."""
 
 
 def _on_thread(name: str, function: Callable[..., None], *args: Any) -> threading.Thread:

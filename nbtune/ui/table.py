@@ -287,6 +287,8 @@ def _row(
     constraints: Constraints,
 ) -> TableRow:
     cells = {column.key: _cell(column.key, values.get(column.key)) for column in columns}
+    if live and pausing(trial):
+        cells["status"] = "pausing"
     config = clipped(config_text(trial.config), HOVER_CHARS)
     feasible = constraints.trial_feasible(trial.last_result) is not False
     return TableRow(
@@ -300,10 +302,19 @@ def _row(
     )
 
 
+def pausing(trial: Trial) -> bool:
+    """Whether the user paused a trial that runs on until its next report: its line says so
+    at once, since a report may be minutes away."""
+    return trial.status is TrialStatus.RUNNING and trial.user_paused
+
+
 def waiting_note(trial: Trial) -> str:
     """Why a trial that is not running waits, and how it goes on: a pending trial that ran
     before (resumed, or restarted after a failure), or a paused one; "" for the others (a
-    pending trial that never ran simply waits for its turn)."""
+    pending trial that never ran simply waits for its turn). A trial the user paused that
+    runs on until its next report says so."""
+    if pausing(trial):
+        return "pauses at its next report"
     if trial.status is TrialStatus.PENDING:
         if trial.has_checkpoint:
             return f"waits for a worker · resumes from iter {trial.checkpoint_iteration}"
@@ -356,6 +367,8 @@ def _runtime(trial: Trial) -> float:
 
 def possible_actions(trial: Trial) -> tuple[str, ...]:
     """The buttons a trial's line offers, in their fixed order."""
+    if pausing(trial):
+        return ("resume", "stop")
     if trial.status in (TrialStatus.PENDING, TrialStatus.RUNNING):
         return ("pause", "stop")
     if trial.status is TrialStatus.PAUSED:

@@ -83,6 +83,30 @@ def test_the_table_s_messages_sort_filter_select_and_act(held_run, log):
     assert tuner.get_trial(1).status is nt.TrialStatus.RUNNING, "odd messages do nothing"
 
 
+def test_a_click_shows_in_the_table_while_a_chart_is_being_drawn(held_run, monkeypatch):
+    _, dashboard, _ = held_run
+    drawing, release = threading.Event(), threading.Event()
+    history_figure = figures.history_figure
+
+    def slow(*args, **kwargs):
+        drawing.set()
+        release.wait(30)
+        return history_figure(*args, **kwargs)
+
+    monkeypatch.setattr(figures, "history_figure", slow)
+    dashboard.pacer.ask()
+    assert drawing.wait(30), "the refresh thread draws the learning curves"
+    try:
+        send(dashboard, {"type": "action", "action": "pause", "trial_id": 0})
+        line = next(row for row in dashboard.table.table["rows"] if row["id"] == 0)
+        assert line["cells"]["status"] in ("pausing", "paused"), line
+        assert line["actions"] == ["resume", "stop"]
+        send(dashboard, {"type": "sort", "key": "id"})
+        assert dashboard.table.sort == "id", "a sort shows before the chart is drawn too"
+    finally:
+        release.set()
+
+
 def test_a_chart_that_fails_shows_one_line_and_the_rest_goes_on(held_run, monkeypatch):
     _, dashboard, _ = held_run
     calls = []

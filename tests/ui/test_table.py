@@ -160,6 +160,20 @@ def test_a_trial_waiting_again_says_why_and_how_it_goes_on():
     assert ended.rows[0].note == "", "a run that has ended waits for nothing"
 
 
+def test_a_running_trial_the_user_paused_says_pausing_until_its_next_report():
+    pausing = Trial(1, {"lr": 0.1}, status=TrialStatus.RUNNING, iteration=3, user_paused=True)
+    paused = Trial(2, {"lr": 0.1}, status=TrialStatus.PAUSED, iteration=3, user_paused=True)
+    page = page_state(table_page([pausing, paused], "loss", BY_ID, live=True))
+    first, second = page["rows"]
+    assert (first["cells"]["status"], first["note"]) == ("pausing", "pauses at its next report")
+    assert first["actions"] == ["resume", "stop"], "its Pause is done: Resume takes it back"
+    assert second["cells"]["status"] == "paused"
+    still = table_page([pausing], "loss", TableView(status="running"), live=True)
+    assert ids(still) == [1], "it still runs: the running filter keeps it"
+    ended = table_page([pausing], "loss", BY_ID, live=False)
+    assert ended.rows[0].cells["status"] == "running", "a run read back shows what it recorded"
+
+
 def test_several_metrics_have_a_column_each_and_the_pareto_front_is_marked():
     def scored(trial_id, loss, latency):
         return Trial(trial_id, {"lr": 0.1}, iteration=2, last_result={"loss": loss, "ms": latency})
