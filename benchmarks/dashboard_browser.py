@@ -15,7 +15,7 @@ garbage collection (`HeapProfiler.collectGarbage`, then `Performance.getMetrics`
    in the document. Target: < 25,000 at any time.
 3. `busy_pct`: the share of wall time the page's main thread was busy (`TaskDuration`), over
    each interval; information.
-4. `click_ms`: from a row's Pause (then Resume) click to the table showing the trial paused
+4. `click_ms`: from a row's Pause (then Resume) click to the table showing the trial pausing
    (then not paused): each sample (`series`); target: all < 500 ms.
 5. `parcoords_first_draw_ms`: from a click on the "parallel coordinates" tab, a quarter into
    the run, to the first frame that shows its lines as the browser last heard of them (not a
@@ -342,7 +342,7 @@ class Page:
 
     def click_ms(self) -> list[float]:
         """Pause a running trial from its row, then resume it: each click to its effect (the
-        trial no longer shown running, then no longer paused)."""
+        trial no longer shown running, then neither pausing nor paused)."""
         page = self.page
         row = page.locator(".nbtune-table tr[data-trial]").filter(
             has=page.locator(".nbtune-badge", has_text="running")
@@ -356,7 +356,8 @@ class Page:
         except PlaywrightError:  # the trial ended meanwhile, its line left the page
             return []
         found = []
-        for action, shows in (("pause", "!== 'running'"), ("resume", "!== 'paused'")):
+        held = "['paused', 'pausing'].includes(b.textContent)"
+        for action, shows in (("pause", "b.textContent !== 'running'"), ("resume", f"!{held}")):
             button = page.locator(f'tr[data-trial="{trial}"] button[data-action="{action}"]')
             try:
                 button.evaluate("el => el.scrollIntoView({block: 'nearest'})", timeout=2000)
@@ -364,15 +365,16 @@ class Page:
             except PlaywrightError:  # the trial ended meanwhile, its line left the page
                 box = None
             if box is None:
-                if found:  # paused, its line out of sight: a trial left paused never ends
-                    page.get_by_role("button", name="Resume all").click(timeout=10_000)
+                resume_all = page.get_by_role("button", name="Resume all")
+                if found and resume_all.is_visible():  # a trial left paused never ends
+                    resume_all.click(timeout=10_000)
                 return found
             started = time.perf_counter()
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
             page.wait_for_function(
                 f"""() => {{ const b = document.querySelector(
                     'tr[data-trial="{trial}"] .nbtune-badge');
-                    return !b || b.textContent {shows}; }}""",
+                    return !b || {shows}; }}""",
                 polling="raf",
                 timeout=20_000,
             )

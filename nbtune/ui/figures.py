@@ -133,7 +133,7 @@ def history_figure(
             figure,
             title=f"{data.metric} by {x}",
             xaxis={"title": X_AXES[x], "hoverformat": NUMBER_FORMAT},
-            yaxis={"title": plain_text(data.metric), "type": "log" if log_y else "linear"},
+            yaxis={"title": plain_text(data.metric), **_y_scale(log_y)},
             showlegend=any(curve.featured for curve in data.curves),
             annotations=_notes(not data.curves, f"waiting for a first value of {data.metric}"),
         )
@@ -470,6 +470,17 @@ def _panel_y_axis(metric: str, row: int, rows: int) -> dict:
         "matches": None if row == 0 else "y",
         "hoverformat": NUMBER_FORMAT,
     }
+
+
+def _y_scale(log: bool) -> dict:
+    """The learning curves' y scale. On a log scale every tick says its whole number: by
+    default plotly writes the ticks between two powers of ten as single digits ("0.1 2 3 ...
+    9 1"), which read as other values."""
+    return (
+        {"type": "log", "tickformat": NUMBER_FORMAT}
+        if log
+        else {"type": "linear", "tickformat": None}
+    )
 
 
 def _x_axis(axis: Axis) -> dict:
