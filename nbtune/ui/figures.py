@@ -133,7 +133,7 @@ def history_figure(
             figure,
             title=f"{data.metric} by {x}",
             xaxis={"title": X_AXES[x], "hoverformat": NUMBER_FORMAT},
-            yaxis={"title": plain_text(data.metric), **_y_scale(log_y)},
+            yaxis={"title": plain_text(data.metric), **_axis_scale(log_y)},
             showlegend=any(curve.featured for curve in data.curves),
             annotations=_notes(not data.curves, f"waiting for a first value of {data.metric}"),
         )
@@ -472,25 +472,27 @@ def _panel_y_axis(metric: str, row: int, rows: int) -> dict:
     }
 
 
-def _y_scale(log: bool) -> dict:
-    """The learning curves' y scale. On a log scale every tick says its whole number: by
-    default plotly writes the ticks between two powers of ten as single digits ("0.1 2 3 ...
-    9 1"), which read as other values."""
-    return (
-        {"type": "log", "tickformat": NUMBER_FORMAT}
-        if log
-        else {"type": "linear", "tickformat": None}
-    )
+def _axis_scale(log: bool) -> dict:
+    """An axis' scale, logarithmic or linear. On a log scale every tick says its whole number:
+    by default plotly writes the ticks between two powers of ten as single digits ("0.1 2 3
+    ... 9 1"), which read as other values."""
+    if log:
+        return {"type": "log", "tickformat": NUMBER_FORMAT}
+    return {"type": "linear", "tickformat": None}
 
 
 def _x_axis(axis: Axis) -> dict:
     """A panel's x axis: its title and its scale."""
-    scale: dict[str, Any] = {"type": "linear", "tickvals": None, "ticktext": None}
+    scale: dict[str, Any] = _axis_scale(False) | {"tickvals": None, "ticktext": None}
     if axis.labels is not None:
         scale["tickvals"] = list(range(len(axis.labels)))
         scale["ticktext"] = [plain_text(category) for category in axis.labels]
-    elif axis.log:
-        scale["type"] = "log"
+    elif axis.log and axis.present:
+        ticks = log_ticks(min(axis.present), max(axis.present), count=4)
+        scale |= _axis_scale(True) | {
+            "tickvals": ticks,
+            "ticktext": list(map(format_number, ticks)),
+        }
     elif axis.integer:
         scale["tickvals"] = integer_ticks(min(axis.present), max(axis.present), 5)
     return {"title": {"text": plain_text(axis.name)}, "hoverformat": NUMBER_FORMAT, **scale}

@@ -1,29 +1,36 @@
-"""The learning curves on a log scale as plotly.js draws them in Chromium: what the y axis says."""
+"""Log scales as plotly.js draws them in Chromium: what the learning curves' y axis and a
+log-scale parameter's panel say."""
 
 from __future__ import annotations
 
 import pytest
-from ui.test_data import run_of
+from ui.test_data import run_of, scored_trials
 
-from nbtune.ui.data import history_data
-from nbtune.ui.figures import history_figure
+from nbtune.ui.data import history_data, parameter_data
+from nbtune.ui.figures import history_figure, parameter_scatter_figure
 
 pytestmark = pytest.mark.browser
 
-Y_LABELS = (
-    "() => [...document.querySelectorAll('.yaxislayer-above .ytick text')].map(t => t.textContent)"
-)
+LABELS = "(axis) => [...document.querySelectorAll(`.${axis}tick text`)].map(t => t.textContent)"
 
 
-def drawn_y_labels(browser, figure) -> list[str]:
-    """The y axis' tick labels of `figure` drawn in a page of its own, bottom to top."""
+def drawn_labels(browser, figure, axis: str) -> list[float]:
+    """The tick labels of `figure`'s `axis` ("y", "x") drawn in a page of its own, in the
+    order of the axis, read as numbers."""
     page = browser.new_page()
     try:
         page.set_content(figure.to_html(include_plotlyjs=True, full_html=True))
-        page.wait_for_selector(".yaxislayer-above .ytick text")
-        return page.evaluate(Y_LABELS)
+        page.wait_for_selector(f".{axis}tick text")
+        labels = page.evaluate(LABELS, axis)
     finally:
         page.close()
+    assert len(labels) >= 2, labels
+    return [float(label) for label in labels]
+
+
+def assert_whole_numbers(values: list[float], low: float, high: float) -> None:
+    assert values == sorted(values), f"along the axis, the labels grow: {values}"
+    assert min(values) >= low / 10 and max(values) <= high * 10, values
 
 
 @pytest.mark.parametrize(
@@ -34,8 +41,11 @@ def drawn_y_labels(browser, figure) -> list[str]:
 def test_on_a_log_scale_every_tick_says_its_whole_number(browser, losses):
     trials, rows = run_of([losses])
     figure = history_figure(history_data(trials, rows, "loss", "min"), log_y=True)
-    labels = drawn_y_labels(browser, figure)
-    values = [float(label) for label in labels]
-    assert len(values) >= 2, labels
-    assert values == sorted(values), f"read bottom to top, the labels grow: {labels}"
-    assert min(values) >= min(losses) / 10 and max(values) <= max(losses) * 10, labels
+    assert_whole_numbers(drawn_labels(browser, figure, "y"), min(losses), max(losses))
+
+
+def test_a_log_scale_parameter_s_panel_says_whole_numbers(browser):
+    rates = [0.011, 0.02, 0.04, 0.09]
+    trials = scored_trials([{"lr": rate} for rate in rates], lambda config: config["lr"])
+    figure = parameter_scatter_figure(parameter_data(trials, "score", log_scale={"lr"}))
+    assert_whole_numbers(drawn_labels(browser, figure, "x"), min(rates), max(rates))
