@@ -44,10 +44,13 @@ class TrialStarted(Event):
 
 @dataclass(frozen=True)
 class TrialResult(Event):
-    """A trial reported; `result` is the row as written to the result log."""
+    """A trial reported; `result` is the row as written to the result log. A `returned` one
+    is the trial's score: it ranks the trial, not the best of its results before it (see
+    `nbtune.session.report_score`)."""
 
     trial_id: int
     result: Mapping[str, Any]
+    returned: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from nbtune.events import (
     TrialResult,
     TrialStarted,
 )
-from nbtune.metrics import format_number
+from nbtune.metrics import finite, format_number
 from nbtune.trial import better_of
 
 
@@ -46,8 +46,8 @@ class ProgressLine:
         self._end = "\r" if is_terminal else "\n"
         self._statuses: dict[int, str] = {}
         self._results = 0
-        self._best: float | None = None
-        self._best_trial: int | None = None
+        self._best_of: dict[int, float] = {}
+        """Each trial's best value of the metric: its returned score once it returned one."""
         self._last_values: dict[int, tuple[float, ...]] = {}
         """With several metrics: each trial's last finite values, for the front's size."""
         self._started = time.monotonic()
@@ -78,9 +78,15 @@ class ProgressLine:
             if objectives.is_several(self.metric):
                 self._note_values(event.trial_id, event.result)
             elif self.metric is not None:
-                best = better_of(self._best, event.result.get(self.metric), self.mode)
-                if best != self._best:
-                    self._best, self._best_trial = best, event.trial_id
+                self._note_best(event)
+
+    def _note_best(self, event: TrialResult) -> None:
+        value, held = finite(event.result.get(self.metric)), self._best_of.get(event.trial_id)
+        best = value if event.returned else better_of(held, value, self.mode)
+        if best is None:
+            self._best_of.pop(event.trial_id, None)
+        else:
+            self._best_of[event.trial_id] = best
 
     def _note_values(self, trial_id: int, result: Mapping[str, Any]) -> None:
         values = objectives.values(result, self.metric)
@@ -94,9 +100,11 @@ class ProgressLine:
         states = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         parts = [f"nbtune {self.name}: {len(self._statuses)} trials ({states or 'none yet'})"]
         parts.append(f"{self._results} results")
-        if self._best is not None:
-            best = format_number(self._best)
-            parts.append(f"best {self.metric}={best} (trial {self._best_trial})")
+        if self._best_of:
+            pick = min if self.mode == "min" else max
+            trial_id = pick(self._best_of, key=self._best_of.__getitem__)
+            best = format_number(self._best_of[trial_id])
+            parts.append(f"best {self.metric}={best} (trial {trial_id})")
         if self._last_values:
             modes = objectives.modes(self.metric, self.mode)
             front = sum(objectives.non_dominated(list(self._last_values.values()), modes))

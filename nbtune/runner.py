@@ -425,7 +425,7 @@ class TrialRunner:
         if event.checkpoint is not None:
             self.ledger.keep_checkpoint(trial, row)
         self.searcher.on_result(trial.trial_id, row)
-        self.ledger.bus.publish(TrialResult(trial.trial_id, row))
+        self.ledger.bus.publish(TrialResult(trial.trial_id, row, event.returned))
         waits_on_scheduler = self._apply_scheduler_requests() or decision is Decision.PAUSE
         if event.waits:
             self.ledger.end_if_stopped(trial.trial_id, decision)

@@ -32,6 +32,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import nbtune as nt
+from nbtune.metrics import format_number
 from nbtune.sklearn import TuneSearchCV
 from nbtune.sklearn._results import rank
 from nbtune.sklearn._search import candidates_at_once
@@ -135,6 +136,19 @@ def test_the_tuners_best_is_scikit_learns_best_score_not_a_running_mean(search):
         history[history["trial_id"] == t.trial_id][metric].max() > t.best_value
         for t in tuner.trials
     ), "some running mean of the first folds beat its candidate's score"
+
+
+def test_the_dashboard_and_the_progress_line_show_scikit_learns_best_score(search, capfd):
+    tuned = search(SVC(), SVC_SPACE, n_trials=8, verbose=1).fit(X, Y)
+    shown = format_number(tuned.best_score_)
+    running_means = tuned.tuner.history()["mean_test_score"]
+    assert format_number(running_means.max()) != shown, "a running mean would read otherwise"
+    assert f"best mean_test_score={shown} (trial " in capfd.readouterr().err.splitlines()[-1]
+    dashboard = tuned.tuner.dashboard()
+    assert f"<b>{shown}</b>" in dashboard.best.value
+    rows = dashboard.table.table["rows"]
+    assert shown in [row["cells"]["best"] for row in rows]
+    assert all(row["cells"]["best"] != format_number(running_means.max()) for row in rows)
 
 
 def test_the_refit_estimator_answers_predict_and_the_rest(search):
