@@ -237,6 +237,8 @@ class ChartTab:
         parts = [self.options.widget] if self.options else []
         self.widget = widgets.VBox([*parts, self.holder])
         self._drawn: dict = {}
+        self._points: Any = None
+        """The learning curves' points gathered so far (`nbtune.ui.data.CurvePoints`)."""
         self._static_at = -float("inf")
         self._sent_at = -float("inf")
         self._output: widgets.Output | None = None
@@ -348,8 +350,16 @@ class ChartTab:
             return
         metric, mode = primary(metric, mode)
         if self.name == "learning curves":
+            if self._points is None or (self._points.metric, self._points.mode) != (metric, mode):
+                self._points = charts.CurvePoints(metric, mode)
             data = charts.history_data(
-                trials, rows, metric, mode, horizon=look.horizon, infeasible=look.infeasible
+                trials,
+                rows,
+                metric,
+                mode,
+                horizon=look.horizon,
+                infeasible=look.infeasible,
+                points=self._points,
             )
             figures.history_figure(
                 data,

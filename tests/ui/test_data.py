@@ -13,11 +13,13 @@ from nbtune.ui.data import (
     FEATURED_CURVES,
     MIN_IMPORTANCE_TRIALS,
     TRIAL_COLORS,
+    CurvePoints,
     best_so_far_data,
     history_data,
     importance_data,
     log_scale_names,
     parameter_data,
+    trial_values,
 )
 
 
@@ -95,6 +97,24 @@ def test_long_curves_are_thinned_but_keep_their_last_point():
     assert curve.x[0] == 1
     assert curve.x[-1] == 1000
     assert list(curve.x) == sorted(curve.x)
+
+
+def test_points_gathered_over_redraws_draw_what_all_the_rows_draw():
+    draw = random.Random(3)
+    losses = [[draw.uniform(0.1, 5) for _ in range(draw.randint(0, 400))] for _ in range(15)]
+    losses[2] = [0.01, 3.0, 9.0]  # its best so far leads, its returned score comes last
+    trials, rows = run_of(losses, {4: TrialStatus.RUNNING, 7: TrialStatus.PAUSED})
+    trials[2] = trials[2].evolve(returned=True, iteration=len(losses[2]))
+    for mode in ("min", "max", None):
+        points = CurvePoints("loss", mode)
+        for taken in (0, 1, 700, 701, 2500, len(rows)):
+            live = history_data(trials, rows[:taken], "loss", mode, points=points)
+            assert live == history_data(trials, rows[:taken], "loss", mode), (mode, taken)
+            values = trial_values(trials, rows[:taken], "loss", mode)
+            assert points.values(trials) == values, "ranked as every other chart ranks them"
+    points = CurvePoints("loss", "min").update(rows)
+    again = history_data(trials, rows[:10], "loss", "min", points=points)
+    assert again == history_data(trials, rows[:10], "loss", "min"), "fewer rows: read anew"
 
 
 def test_best_so_far_steps_only_when_the_best_improves():
