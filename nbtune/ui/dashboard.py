@@ -157,7 +157,10 @@ class Dashboard:
         """Held while the header and table are drawn, or what they show is changed: a click
         redraws them at once, without waiting for the charts that `_lock` guards."""
         self.message = widgets.HTML()
-        self.widget = widgets.VBox([widgets.HTML(title_html(source.name, "starting"))])
+        # The title carries `_STYLE` from the first: the table's red error box (no anywidget)
+        # would show until the first redraw put the style in.
+        self.title = widgets.HTML(_STYLE + title_html(source.name, "starting"))
+        self.widget = widgets.VBox([self.title])
         self.widget.add_class("nbtune-dashboard")
         if not self.live:
             self._charts_loaded.set()
@@ -175,7 +178,6 @@ class Dashboard:
     # ----- building ---------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.title = widgets.HTML()
         self.progress = widgets.IntProgress(min=0, max=1, layout=widgets.Layout(width="240px"))
         self.done = widgets.HTML()
         self.counts = widgets.HTML()

@@ -32,10 +32,12 @@ CELLS = (
     "tuner.wait()",
 )
 TIMEOUT_MS = 60_000
-CHART = (
-    "el => ({traces: el.data.length, height: el.getBoundingClientRect().height,"
-    " width: el.getBoundingClientRect().width})"
-)
+CHART = """el => {
+  const plotArea = el.querySelector('.draglayer .nsewdrag');
+  return {traces: el.data.length, height: el.getBoundingClientRect().height,
+          width: el.getBoundingClientRect().width,
+          plot: plotArea ? plotArea.getBoundingClientRect().height : 0};
+}"""
 SHORTEST = "el => Math.min(...el.data.map(trace => (trace.x || []).length))"
 INK = "el => getComputedStyle(el.querySelector('text')).fill"
 
@@ -64,6 +66,21 @@ def visible_chart(root: Any, script: str) -> Any:
     )
 
 
+def grows_with_the_window(page: Any, root: Any) -> None:
+    """Make the window wider and taller: the visible chart follows the width and keeps its
+    height, its plot area drawn (issue 31 item 2: it collapsed to 0 px after the end)."""
+    eventually(lambda: (visible_chart(root, CHART) or {}).get("plot"), "a chart drawn", 30)
+    before = visible_chart(root, CHART)
+    page.set_viewport_size({"width": 1100, "height": 1200})
+    eventually(
+        lambda: visible_chart(root, CHART)["width"] > before["width"] + 100,
+        "the chart follows the wider window",
+    )
+    after = visible_chart(root, CHART)
+    assert after["height"] == before["height"] > 100, f"nor collapses: {before} -> {after}"
+    assert after["plot"] > 100, f"its plot area drawn: {before} -> {after}"
+
+
 def is_light(color: str) -> bool:
     red, green, blue = (float(n) for n in re.findall(r"[\d.]+", color)[:3])
     return (0.299 * red + 0.587 * green + 0.114 * blue) / 255 > 0.5
@@ -73,17 +90,21 @@ def test_after_the_end_every_tab_shows_it_and_the_summary_hides_under_the_dashbo
     lab_dir, open_notebook
 ):
     notebook = open_notebook(write_notebook(lab_dir))
+    notebook.page.set_viewport_size({"width": 800, "height": 600})
     notebook.run_all_and_wait()
     root = notebook.output(".nbtune-dashboard")
     root.locator(".widget-html-content", has_text="— finished").wait_for(timeout=TIMEOUT_MS)
 
     eventually(lambda: visible_chart(root, SHORTEST) == REPORTS, "the open chart shows the end")
+    grows_with_the_window(notebook.page, root)
     open_tab(root, "trial")
     trial = root.locator(".nbtune-trial")
     eventually(lambda: f"iteration {REPORTS}" in trial.inner_text(), "the trial tab at the end")
     assert "running" not in trial.inner_text()
     open_tab(root, "best so far")
-    eventually(lambda: (visible_chart(root, CHART) or {}).get("traces"), "a tab opened after")
+    eventually(
+        lambda: (visible_chart(root, CHART) or {}).get("plot", 0) > 100, "a tab opened after"
+    )
     assert root.get_by_text("drawing…").filter(visible=True).count() == 0
 
     cell = notebook.page.locator(".jp-CodeCell", has=root)
@@ -104,16 +125,7 @@ def test_without_anywidget_a_run_that_ended_falls_back_and_its_chart_can_grow(
     root.locator(".widget-html-content", has_text="— finished").wait_for(timeout=TIMEOUT_MS)
     assert page.get_by_text("Click to show javascript error").filter(visible=True).count() == 0
     root.locator(".nbtune-static-table tbody tr").first.wait_for(timeout=TIMEOUT_MS)
-    eventually(lambda: visible_chart(root, CHART), "the static learning curves", 30)
-    before = visible_chart(root, CHART)
-    assert before["height"] > 100
-
-    page.set_viewport_size({"width": 1100, "height": 1200})
-    eventually(
-        lambda: visible_chart(root, CHART)["width"] > before["width"] + 100,
-        "the chart follows the wider window",
-    )
-    assert visible_chart(root, CHART)["height"] == before["height"], "nor collapses"
+    grows_with_the_window(page, root)
     open_tab(root, "best so far")
     eventually(lambda: (visible_chart(root, CHART) or {}).get("traces"), "a tab opened after")
     notebook.screenshot("static-ended", scroll_to=root)

@@ -90,6 +90,21 @@ CHART_COLORS = """el => {
           font: rgb(layout.font.color)};
 }"""
 
+# Before each frame the page paints, note the text of every ipywidgets error box it shows
+# ("Click to show javascript error."): one painted even for a frame is one a user saw.
+WATCH_ERROR_BOXES = """() => {
+  const watch = (window.__nbtuneErrorBoxes = {frames: 0, seen: []}), seen = watch.seen;
+  const look = () => {
+    watch.frames += 1;
+    for (const box of document.querySelectorAll('.jupyter-widgets-error-widget')) {
+      const shown = box.getClientRects().length && box.offsetWidth && box.offsetHeight;
+      if (shown && !seen.includes(box.innerText)) seen.push(box.innerText);
+    }
+    requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+}"""
+ERROR_BOXES_SEEN = "() => window.__nbtuneErrorBoxes"
 
 SHOWN_TWICE = (
     *CELLS[:2],
@@ -366,8 +381,11 @@ def test_a_dashboard_shown_again_in_another_cell_draws_and_steers_the_run_too(
 def test_without_anywidget_the_dashboard_shows_static_charts(
     lab_dir, open_notebook, lab_server_without_anywidget
 ):
-    dashboard = start_live_run(open_notebook, lab_dir, server=lab_server_without_anywidget)
-    notebook = dashboard.notebook
+    notebook = open_notebook(write_live_notebook(lab_dir), server=lab_server_without_anywidget)
+    notebook.wait_for_idle_kernel()
+    notebook.page.evaluate(WATCH_ERROR_BOXES)
+    notebook.run_all()
+    dashboard = DashboardPage(notebook, "views")
     disabled = notebook.page.evaluate(
         "() => JSON.parse(document.getElementById('jupyter-config-data').textContent)"
         ".disabledExtensions"
@@ -376,6 +394,9 @@ def test_without_anywidget_the_dashboard_shows_static_charts(
 
     dashboard.wait_until_shown(table=".nbtune-static-table tbody tr")
     assert dashboard.root.locator(".nbtune-table").count() == 0
+    watched = notebook.page.evaluate(ERROR_BOXES_SEEN)
+    assert watched["frames"] > 0, "the page was watched while it drew"
+    assert watched["seen"] == [], f"no error box while the dashboard waited to fall back: {watched}"
     dashboard.wait_for_traces(RENDER_TIMEOUT)
     points = dashboard.chart(POINTS)
     eventually(lambda: (dashboard.chart(POINTS) or 0) > points, "the static chart redrawn")
