@@ -133,7 +133,7 @@ def noop(config):
 
 
 def redraw_times() -> dict[str, float]:
-    from nbtune.ui.dashboard import _TABS, Dashboard
+    from nbtune.ui.dashboard import Dashboard
 
     with tempfile.TemporaryDirectory() as folder:
         tuner = nt.Tuner(
@@ -149,7 +149,7 @@ def redraw_times() -> dict[str, float]:
         tuner.run(display=False)
         dashboard = Dashboard(nt.load(tuner.path))
         times = {}
-        for index, tab in enumerate(_TABS):
+        for index, tab in enumerate(dashboard.tab_names):
             dashboard.tabs.selected_index = index
             started = time.perf_counter()
             dashboard.redraw()
