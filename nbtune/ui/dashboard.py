@@ -108,6 +108,8 @@ draw (the table or a chart without anywidget) leaves no red error box while the 
 waits to fall back to static HTML; a line says the table is being drawn instead."""
 _DISK_READ_EVERY_S = 2.0
 """How often the dashboard adds up the checkpoints on disk (it walks the run's folders)."""
+_TABLE_CHANGES = ("sort", "descending", "filter", "page", "select")
+"""The table's messages that change what it shows: drawn at once (see `_draw_table`)."""
 
 
 class Dashboard:
@@ -715,10 +717,6 @@ class FailedTrials:
             path = error_file(self.source.path, trial.trial_id)
             self._texts[key] = path.read_text() if path.exists() else ""
         return self._texts[key]
-
-
-_TABLE_CHANGES = ("sort", "descending", "filter", "page", "select")
-"""The table's messages that change what it shows: drawn at once (see `_draw_table`)."""
 
 
 def _on_thread(name: str, function: Callable[..., None], *args: Any) -> threading.Thread:

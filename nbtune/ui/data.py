@@ -247,6 +247,9 @@ class CurvePoints:
 
     def __init__(self, metric: str, mode: str | None) -> None:
         self.metric, self.mode = metric, mode
+        self._forget()
+
+    def _forget(self) -> None:
         self.points: dict[int, tuple[list[int], list[float], list[float]]] = {}
         self.latest: dict[int, int] = {}
         """Each trial's last row with a value, by its index in the rows."""
@@ -258,7 +261,7 @@ class CurvePoints:
     def update(self, rows: Sequence[Mapping[str, Any]]) -> CurvePoints:
         """Take in the rows not seen yet."""
         if len(rows) < self._seen:
-            self.__init__(self.metric, self.mode)
+            self._forget()
         for index in range(self._seen, len(rows)):
             self._take(index, rows[index])
         self._seen = len(rows)
