@@ -517,20 +517,27 @@ class ExperimentStorage:
 
     def checkpoint_dir(self, trial_id: int) -> Path:
         """The trial's checkpoint folder, made (private) if missing: its worker writes there."""
-        private_dir(self.trial_dir(trial_id))
+        self._made_trial_dir(trial_id)
         return private_dir(checkpoint_dir(self.path, trial_id))
+
+    def _made_trial_dir(self, trial_id: int) -> Path:
+        """The trial's folder, made (private) with the `trials` folder if missing: a run
+        pulled from a remote store has no `trials` folder until the store held a trial file."""
+        private_dir(self.path / "trials")
+        return private_dir(self.trial_dir(trial_id))
 
     def append_error(self, trial_id: int, text: str) -> None:
         """Append a failed attempt's paragraph to the trial's `error_file`."""
-        self._append(error_file(self.path, trial_id), text)
+        self._append(trial_id, error_file(self.path, trial_id), text)
 
     def append_output(self, trial_id: int, text: str) -> None:
         """Append what the trial printed to its `output_file`."""
-        self._append(output_file(self.path, trial_id), text)
+        self._append(trial_id, output_file(self.path, trial_id), text)
 
-    def _append(self, path: Path, text: str) -> None:
+    def _append(self, trial_id: int, path: Path, text: str) -> None:
+        """Append `text` to a file of trial `trial_id`'s folder."""
         with self._writing(str(path.relative_to(self.path))):
-            private_dir(path.parent)
+            self._made_trial_dir(trial_id)
             with open(
                 _private_file(path, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8"
             ) as file:

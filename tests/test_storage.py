@@ -46,6 +46,19 @@ def test_a_trials_files_are_where_the_layout_says(storage):
     assert output_file(experiment, 3).read_text() == "hello\n"
 
 
+def test_a_run_pulled_without_a_trials_folder_makes_it_as_a_trial_writes(storage):
+    """A remote store keeps no empty folder: a run pulled before any trial file was synced has
+    no `trials` folder, and its restore must still write a checkpoint or an error."""
+    (storage.path / "trials").rmdir()
+    assert storage.checkpoint_dir(0) == checkpoint_dir(storage.path, 0)
+    (storage.path / "trials" / "0" / "checkpoints").rmdir()
+    (storage.path / "trials" / "0").rmdir()
+    (storage.path / "trials").rmdir()
+    storage.append_error(1, "attempt 1: boom\n")
+    assert error_file(storage.path, 1).read_text() == "attempt 1: boom\n"
+    assert (storage.path / "trials").stat().st_mode & 0o777 == 0o700
+
+
 def test_odd_values_survive_the_journal():
     value = {"n": np.int64(3), "f": np.float32(0.5), "fn": len, "nan": float("nan")}
     back = loads(dumps(value), trust=True)
