@@ -528,14 +528,15 @@ class ExperimentStorage:
 
     def append_error(self, trial_id: int, text: str) -> None:
         """Append a failed attempt's paragraph to the trial's `error_file`."""
-        self._append(trial_id, error_file(self.path, trial_id), text)
+        self._append(trial_id, error_file, text)
 
     def append_output(self, trial_id: int, text: str) -> None:
         """Append what the trial printed to its `output_file`."""
-        self._append(trial_id, output_file(self.path, trial_id), text)
+        self._append(trial_id, output_file, text)
 
-    def _append(self, trial_id: int, path: Path, text: str) -> None:
-        """Append `text` to a file of trial `trial_id`'s folder."""
+    def _append(self, trial_id: int, file: Callable[[Path, int], Path], text: str) -> None:
+        """Append `text` to a file of trial `trial_id`'s folder (`error_file`, say)."""
+        path = file(self.path, trial_id)
         with self._writing(str(path.relative_to(self.path))):
             self._made_trial_dir(trial_id)
             with open(

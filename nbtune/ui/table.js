@@ -332,13 +332,13 @@ function chartSteering(model, el) {
     const name = `trial ${highlighted}`;
     const forecast = data.findIndex((trace) => trace.name === `${name} forecast`);
     const wanted = new Map();
+    const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
     for (const [index, kind] of [[shown, "nbtune-bold"], [forecast, "nbtune-kept"]]) {
       const uid = highlighted !== null && index >= 0 && data[index] && data[index].uid;
       const curve = uid && root.querySelector(`.scatterlayer .trace${uid}`);
       if (!curve) continue;
       wanted.set(curve, kind);
       wanted.set(curve.closest(".js-plotly-plot"), "nbtune-dimmed");
-      const row = ((model.get("table") || {}).rows || []).find((r) => r.id === highlighted);
       const color = row ? row.swatch : ((curve.__data__ || [{}])[0].trace || { line: {} }).line.color;
       if (color && curve.style.getPropertyValue("--nbtune-bold-color") !== color) {
         curve.style.setProperty("--nbtune-bold-color", color);

@@ -25,7 +25,7 @@ from nbtune.space import SearchSpace
 from nbtune.storage import error_file, output_file
 from nbtune.trial import ITERATION, Trial
 from nbtune.ui.browser_chart import BrowserChart
-from nbtune.ui.data import trial_color
+from nbtune.ui.data import CurvePoints, trial_color
 from nbtune.ui.static import trial_curve_svg
 from nbtune.ui.table import HOVER_CHARS, badge, short, waiting_note
 
@@ -237,8 +237,8 @@ class ChartTab:
         parts = [self.options.widget] if self.options else []
         self.widget = widgets.VBox([*parts, self.holder])
         self._drawn: dict = {}
-        self._points: Any = None
-        """The learning curves' points gathered so far (`nbtune.ui.data.CurvePoints`)."""
+        self._points: CurvePoints | None = None
+        """The learning curves' points gathered so far."""
         self._static_at = -float("inf")
         self._sent_at = -float("inf")
         self._output: widgets.Output | None = None
@@ -351,7 +351,7 @@ class ChartTab:
         metric, mode = primary(metric, mode)
         if self.name == "learning curves":
             if self._points is None or (self._points.metric, self._points.mode) != (metric, mode):
-                self._points = charts.CurvePoints(metric, mode)
+                self._points = CurvePoints(metric, mode)
             data = charts.history_data(
                 trials,
                 rows,
