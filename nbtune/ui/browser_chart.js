@@ -41,6 +41,15 @@ function quietMoment() {
   });
 }
 
+// Charts drawn ahead take their turn, one in the whole page at a time and each at a quiet
+// moment: a page showing several dashboards at once has other widgets to set up meanwhile, and
+// anywidget gives each model two seconds to be ready (one that is not never shows).
+function inTurn(work) {
+  const turn = (window.nbtuneDrawingAhead || Promise.resolve()).then(quietMoment).then(work);
+  window.nbtuneDrawingAhead = turn.catch(() => {});
+  return turn;
+}
+
 // The width the chart has where it is, or (hidden in its tab) the width the visible tab's chart
 // has: each tab's chart sits in the same place.
 function roomFor(el) {
@@ -59,14 +68,29 @@ function render({ model, el }) {
   let drawing = null;
   let again = false;
   // A page keeps about 16 WebGL contexts and takes the oldest back past that: with several
-  // dashboards in a notebook, a chart drawn ahead may lose its own. Drawn afresh once it shows
-  // (not while hidden, which would take another chart's in turn).
+  // dashboards in a notebook, a chart may lose its own. Drawn afresh once it shows and is in
+  // view (not while hidden or scrolled away, which would take another chart's in turn), once
+  // each time it comes into view: charts in view do not take each other's contexts forever.
   let lost = false;
+  let inView = false;
+  let redrawnInView = false;
+  const drawAfresh = () => {
+    if (!lost || !inView || redrawnInView) return;
+    redrawnInView = true;
+    redraw();
+  };
   chart.addEventListener("webglcontextlost", () => {
     lost = true;
     drawn = null;
     markStale();
+    drawAfresh();
   }, true);
+  const watched = new IntersectionObserver((entries) => {
+    inView = entries[entries.length - 1].isIntersecting;
+    if (!inView) redrawnInView = false;
+    drawAfresh();
+  });
+  watched.observe(el);
 
   // `data-stale` on the chart while what it shows is older than its figure (drawn in its
   // hidden tab, the figure changed since): it shows it for the moment a redraw takes.
@@ -74,12 +98,15 @@ function render({ model, el }) {
     chart.dataset.stale = String(!drawn || drawn[0] !== model.get("figure"));
   }
 
-  async function draw() {
-    if (!(model.get("figure") || {}).data) return;
-    if (el.offsetParent === null) {
-      if (drawn || lost) return; // drawn once already: again when it shows
-      await quietMoment(); // a second's drawing: not in the middle of the page's other work
-    }
+  // Hidden, a chart is drawn once, ahead and in its turn; again when it shows.
+  const drawnAhead = () => el.offsetParent === null && (drawn || lost);
+  function draw() {
+    if (!(model.get("figure") || {}).data || drawnAhead()) return null;
+    if (el.offsetParent !== null) return drawNow();
+    return inTurn(() => (drawnAhead() ? null : drawNow()));
+  }
+
+  async function drawNow() {
     const figure = model.get("figure");
     const shown = el.offsetParent !== null;
     const plotly = window.Plotly || (shown ? await plotlyFromKernel(model) : null);
@@ -103,7 +130,7 @@ function render({ model, el }) {
       again = true;
       return;
     }
-    drawing = draw()
+    drawing = Promise.resolve(draw())
       .catch((error) => console.error("nbtune: chart not drawn", error))
       .finally(() => {
         drawing = null;
@@ -126,6 +153,7 @@ function render({ model, el }) {
   redraw();
   return () => {
     resized.disconnect();
+    watched.disconnect();
     document.removeEventListener("plotlywidget-after-render", redraw);
     model.off("change:figure", changed);
     if (window.Plotly) window.Plotly.purge(chart);

@@ -19,11 +19,12 @@ display, no clear_output, no log record that a handler could print under some ce
 A part that fails to draw (the header and table, or one chart) shows one line in the dashboard
 with its traceback folded under it, and is tried again only after `RETRY_AFTER_S`.
 
-Where no anywidget front end draws the table within `RENDER_GRACE_S` of the dashboard being
-shown (a front end that refuses third-party widgets, a notebook opened without its kernel's
-extensions), the table becomes plain HTML with core widgets to steer it, and each chart a static
-plotly figure redrawn about once a second; where the table draws but a chart does not (plotly's
-FigureWidget is blank in some front ends), only the charts become static.
+Where no anywidget front end draws the table soon after the dashboard is shown (a front end
+that refuses third-party widgets, a notebook opened without its kernel's extensions), the table
+becomes plain HTML with core widgets to steer it, and each chart a static plotly figure redrawn
+about once a second; where the table draws but a chart does not (plotly's FigureWidget is blank
+in some front ends), only the charts become static. A front end that has drawn them before is
+given far longer (`nbtune.ui.fallback`): it is slow, not unable.
 
 The core never imports this module: `import nbtune` registers `Dashboard` in
 `nbtune.front_end`, and `Tuner.dashboard()` makes one through it. The dashboard reads its source
@@ -52,6 +53,7 @@ from nbtune.storage import error_file
 from nbtune.trial import Trial, TrialStatus
 from nbtune.ui.artifacts import ArtifactsView
 from nbtune.ui.data import ReportedKeys, log_scale_names, ranked
+from nbtune.ui.fallback import DRAWN
 from nbtune.ui.hints import SpaceHints
 from nbtune.ui.summary import (
     SummarySlot,
@@ -90,13 +92,6 @@ PICKED = ("learning curves", "parameters", "parallel coordinates")
 """The charts with a picker of the metric they draw: any numeric key the trials reported."""
 RETRY_AFTER_S = 5.0
 """How long a part that failed to draw waits before it is tried again."""
-RENDER_GRACE_S = 8.0
-"""How long the browser has to draw the table, or a chart once it is made, before the dashboard
-falls back to static HTML."""
-CHART_GRACE = 4
-"""A live chart has this many times `RENDER_GRACE_S` to be drawn before the charts turn static:
-each is a plotly FigureWidget whose 5 MB of code a busy browser takes seconds to load, and
-static charts cost a browser far more over a long run (a new drawing each time)."""
 BUILD_TIMEOUT_S = 60.0
 """How long a redraw asked for from another thread waits for the widgets to be built."""
 _STYLE = (
@@ -480,7 +475,7 @@ class Dashboard:
             return
         with self._table_lock:
             if kind == "rendered":
-                self.rendered = True
+                self.rendered = DRAWN.table = True
                 self.dark = bool(content.get("dark"))
             elif kind == "sort" and isinstance(content.get("key"), str):
                 self.view = self.view.sorted_by(content["key"])
@@ -535,13 +530,13 @@ class Dashboard:
             return
         now = time.monotonic()
         if not self.rendered:
-            if now - self._shown_at >= RENDER_GRACE_S:
+            if now - self._shown_at >= DRAWN.table_grace_s():
                 self.use_static()
             else:
                 self._dirty.set()
             return
         waiting = [chart for chart in self.charts.values() if chart.waits_to_render()]
-        if any(now - chart.made_at >= RENDER_GRACE_S * CHART_GRACE for chart in waiting):
+        if any(now - chart.made_at >= DRAWN.chart_grace_s() for chart in waiting):
             self.use_static(table=False)
         elif waiting:
             self._dirty.set()

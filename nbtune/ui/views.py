@@ -26,6 +26,7 @@ from nbtune.storage import error_file, output_file
 from nbtune.trial import ITERATION, Trial
 from nbtune.ui.browser_chart import BrowserChart
 from nbtune.ui.data import CurvePoints, trial_color
+from nbtune.ui.fallback import DRAWN
 from nbtune.ui.static import trial_curve_svg
 from nbtune.ui.table import HOVER_CHARS, badge, short, waiting_note
 
@@ -155,7 +156,7 @@ class LiveFigures:
 
         if tab.name not in self.figures:
             figure = self.figures[tab.name] = LiveFigure()
-            figure.observe(lambda _: self.rendered.add(tab.name), names=DRAWN_MESSAGES)
+            figure.observe(partial(self._rendered, tab.name), names=DRAWN_MESSAGES)
             figure.observe(partial(self._sent, tab.name), names=SENT_MESSAGES)
             figure.observe(partial(self._answered, tab.name), names="_js2py_traceDeltas")
             # What the browser sends back is heard while a cell is busy (`tuner.wait()`),
@@ -177,6 +178,10 @@ class LiveFigures:
         if name in self.sent and name in self.rendered:
             return UNANSWERED_S
         return max(CHART_EVERY_S, self.answer_s.get(name, 0.0) / BROWSER_SHARE)
+
+    def _rendered(self, name: str, _: Mapping[str, Any]) -> None:
+        self.rendered.add(name)
+        DRAWN.chart = True
 
     def _sent(self, name: str, change: Mapping[str, Any]) -> None:
         if change["new"]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 from waiting import eventually
 
-from nbtune.ui.dashboard import CHART_GRACE, RENDER_GRACE_S
+from nbtune.ui.fallback import CHART_GRACE, RENDER_GRACE_S
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,7 @@ from waiting import eventually
 import nbtune as nt
 from nbtune.events import TrialPaused, TrialResult
 from nbtune.ui import dashboard as dashboard_module
-from nbtune.ui import figures
+from nbtune.ui import fallback, figures
 
 SPACE = {"lr": nt.loguniform(1e-4, 1e-1), "width": nt.uniform(0, 1), "kind": nt.choice(["a", "b"])}
 
@@ -155,7 +155,7 @@ def test_a_reloaded_page_reads_the_chart_as_it_is_now(held_run):
 
 def test_without_a_front_end_that_draws_it_the_dashboard_turns_static(held_run, monkeypatch):
     _, dashboard, _ = held_run
-    monkeypatch.setattr(dashboard_module, "RENDER_GRACE_S", 0.1)
+    monkeypatch.setattr(fallback, "RENDER_GRACE_S", 0.1)
     bundle = dashboard._repr_mimebundle_()
     assert bundle["text/plain"].startswith("nbtune dashboard of "), "no widget repr"
     assert "VBox" not in bundle["text/plain"]
@@ -181,7 +181,7 @@ def test_a_browser_that_draws_the_table_keeps_the_widgets_and_gives_its_theme(he
 def test_a_front_end_that_draws_the_table_but_not_a_chart_gets_static_charts(held_run, monkeypatch):
     _, dashboard, _ = held_run
     send(dashboard, {"type": "rendered", "dark": False})
-    monkeypatch.setattr(dashboard_module, "RENDER_GRACE_S", 0.1)
+    monkeypatch.setattr(fallback, "RENDER_GRACE_S", 0.1)
     dashboard._repr_mimebundle_()
     eventually(lambda: dashboard.static_charts, "static charts")
     assert dashboard.static_table is None, "the table, which the browser drew, stays"
@@ -195,11 +195,49 @@ def test_a_chart_the_browser_drew_stays_live(held_run, monkeypatch):
     figure = dashboard.figures["learning curves"]
     layout = {"layout_delta": {"xaxis": {"range": [0, 1]}}, "layout_edit_id": 0}
     figure.set_state({"_js2py_layoutDelta": layout})
-    monkeypatch.setattr(dashboard_module, "RENDER_GRACE_S", 0.0)
+    monkeypatch.setattr(fallback, "RENDER_GRACE_S", 0.0)
     dashboard._shown_at = time.monotonic() - 3600
     dashboard._check_front_end()
     assert not dashboard.static_charts
     assert dashboard.figures["learning curves"] is figure
+
+
+def test_once_a_table_was_drawn_a_late_one_keeps_its_widgets(held_run, monkeypatch):
+    """A page drawing several dashboards at once (Run All, a loaded machine) draws the last
+    ones' tables late: its front end is slow, not unable, and gets no fallback for it."""
+    tuner, drawn, _ = held_run
+    monkeypatch.setattr(fallback, "RENDER_GRACE_S", 0.0)
+    send(drawn, {"type": "rendered", "dark": False})
+    late = dashboard_module.Dashboard(tuner)  # another dashboard of the run
+    assert late.ready.wait(30)
+    late._shown_at = time.monotonic() - 60
+    late._check_front_end()
+    assert (late.static_table, late.static_charts) == (None, False)
+    late._shown_at = time.monotonic() - fallback.DRAWN_BEFORE_GRACE_S
+    late._check_front_end()
+    assert late.static_charts and late.static_table is not None, "a page that went away"
+    late.close()
+
+
+def test_once_a_chart_was_drawn_a_late_one_stays_live(held_run, monkeypatch):
+    tuner, drawn, _ = held_run
+    monkeypatch.setattr(fallback, "RENDER_GRACE_S", 0.0)
+    send(drawn, {"type": "rendered", "dark": False})
+    drawn.redraw()
+    layout = {"layout_delta": {"xaxis": {"range": [0, 1]}}, "layout_edit_id": 0}
+    drawn.figures["learning curves"].set_state({"_js2py_layoutDelta": layout})
+    late = dashboard_module.Dashboard(tuner)  # another dashboard of the run
+    assert late.ready.wait(30)
+    send(late, {"type": "rendered", "dark": False})
+    late.redraw()
+    late._shown_at = time.monotonic()
+    late.shared.made_at["learning curves"] = time.monotonic() - 60
+    late._check_front_end()
+    assert not late.static_charts
+    late.shared.made_at["learning curves"] = time.monotonic() - fallback.DRAWN_BEFORE_GRACE_S
+    late._check_front_end()
+    assert late.static_charts and late.static_table is None
+    late.close()
 
 
 def test_the_errors_tab_shows_each_failed_trial_with_its_traceback(make_tuner):
