@@ -53,8 +53,16 @@ def starts_processes(config):
 
 
 def handles_on(pids):
-    """pidfds on `pids`: each becomes readable when its process ends."""
-    return {pid: os.pidfd_open(pid) for pid in pids}
+    """pidfds on those of `pids` still running: each becomes readable when its process ends. A
+    trial that returns may have its processes ended (and reaped) before the test hears its pids:
+    those have nothing left to outlive it with."""
+    handles = {}
+    for pid in pids:
+        try:
+            handles[pid] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+    return handles
 
 
 def still_running(handles, timeout=5.0):
